@@ -1,0 +1,15 @@
+# Optional CUDA. CI has nvcc but no GPU, so the architecture is pinned (sm_90a:
+# H100/H200, wgmma) instead of "native", which finds nothing without a GPU.
+set(DSAF_HAVE_CUDA OFF)
+if(DSAF_ENABLE_CUDA AND NOT DSAF_SANITIZE)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90a)
+    endif()
+    enable_language(CUDA)
+    set(DSAF_HAVE_CUDA ON)
+  endif()
+endif()
+message(STATUS "dsa-fidelity: CUDA device kernels ${DSAF_HAVE_CUDA}")

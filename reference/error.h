@@ -1,0 +1,28 @@
+// File: error.h
+// The one exception type of the project. Library code never exits; it throws
+// dsaf::Error with a kind, and the CLI maps kinds to exit codes (DESIGN.md):
+// kBadInput / kUsage / kEnvironment -> 2. Verdict failures are results, not errors.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace dsaf {
+
+enum class ErrorKind { kBadInput, kUsage, kEnvironment, kInternal };
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message)
+      : std::runtime_error(message), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+[[noreturn]] inline void throw_bad_input(const std::string& message) {
+  throw Error(ErrorKind::kBadInput, message);
+}
+
+}  // namespace dsaf

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dsa-fidelity builds with (Debian 12 / Ubuntu 24.04).
+# CUDA (nvcc) is optional and not installed here: without it the CPU parts build alone.
+set -euo pipefail
+packages=(cmake ninja-build g++ libeigen3-dev libhdf5-dev librapidcheck-dev libgtest-dev
+          libgmock-dev googletest libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev
+          python3-matplotlib python3-numpy)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
