@@ -14,7 +14,8 @@ namespace {
 // fp32 values 0x3db504f2 / 0x3db504f3 / 0x3db504f4 lie 9.0e-9 below, 1.5e-9 below and
 // 5.9e-9 above it (fp32 spacing here is 7.45e-9).
 float hadamard_scale(float) { return float_from_bits(0x3db504f3u); }
-double hadamard_scale(double) { return 1.0 / std::sqrt(128.0); }
+// fp64: the correctly rounded 128^-1/2 (1.0 / std::sqrt(128.0) is one ulp below it).
+double hadamard_scale(double) { return 0x1.6a09e667f3bcdp-4; }
 
 }  // namespace
 

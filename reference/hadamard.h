@@ -8,7 +8,7 @@
 // SGLang's warp kernel (two in-lane stages h = 1, 2, then shfl_xor masks 1..16 = strides
 // 4..64; NUMERICS §6.4). Each add rounds to T. Then every value is multiplied by the
 // scale: in fp32 the constant fl(2^-3.5) = 0x3db504f3 (what nvcc folds rsqrtf(128.f)
-// to); in fp64 the fp64 value of 1/sqrt(128).
+// to); in fp64 the correctly rounded fp64 value of 1/sqrt(128).
 #pragma once
 
 namespace dsaf::ref {

@@ -69,8 +69,10 @@ StoredHead key_path(const Recipe& recipe, const float* k_in, int position,
 // The folded head weight (Recipe::weights_fold, Recipe::weights).
 double head_weight(const Recipe& recipe, float wproj, double q_scale, int num_heads) {
   if (recipe.compute == Compute::kFp64) {
-    return static_cast<double>(wproj) / std::sqrt(static_cast<double>(num_heads)) * q_scale /
-           std::sqrt(static_cast<double>(kHeadDim));
+    // 128^-1/2 correctly rounded (1.0 / std::sqrt(128.0) is one ulp low).
+    constexpr double kInvSqrtHeadDim = 0x1.6a09e667f3bcdp-4;
+    return static_cast<double>(wproj) / std::sqrt(static_cast<double>(num_heads)) * q_scale *
+           kInvSqrtHeadDim;
   }
   const float scale = static_cast<float>(q_scale);
   const float inv_sqrt_heads = static_cast<float>(1.0 / std::sqrt(static_cast<double>(num_heads)));
