@@ -268,6 +268,51 @@ TEST(ScaleQuantError, Fp4ErrorIsAtMostHalfACodeStepTimesTheBlockScale) {
   }
 }
 
+TEST(ScaleQuantError, Fp4TiesFollowTheRoundingRuleAndAttainTheBound) {
+  // Every e2m1 midpoint, at block scale 1 (amax 6: 6/6 = 1, and 6 * fl(1/6) =
+  // 1 + 2^-25 rounds to 1) and 2^-3 (amax 0.75). The error is then exactly half the
+  // gap between the tie's neighbours, so the bound above is attained. Ties to even: 0.25 -> 0, 0.75 -> 1, 1.25 -> 1,
+  // 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4 (codes 0, 2, 2, 4, 4, 6, 6); ties toward
+  // zero (SGLang's strict `>` thresholds, NUMERICS §6.2): 0, 0.5, 1, 1.5, 2, 3, 4
+  // (codes 0, 1, 2, 3, 4, 5, 6). Negative ties keep the sign bit (0x8).
+  const float ties[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const float gaps[7] = {0.5f, 0.5f, 0.5f, 0.5f, 1.0f, 1.0f, 2.0f};  // between neighbours
+  const uint8_t even_codes[7] = {0, 2, 2, 4, 4, 6, 6};
+  const uint8_t toward_zero_codes[7] = {0, 1, 2, 3, 4, 5, 6};
+  const float block_scales[2] = {1.0f, 0x1p-3f};
+  Head x{};
+  for (int b = 0; b < 2; ++b) {
+    x[32 * b] = 6.0f * block_scales[b];
+    for (int t = 0; t < 7; ++t) {
+      x[32 * b + 1 + t] = ties[t] * block_scales[b];
+      x[32 * b + 8 + t] = -ties[t] * block_scales[b];
+    }
+  }
+  for (Rounding rounding : {Rounding::kNearestEven, Rounding::kNearestTiesTowardZero}) {
+    for (ScaleDivisor div : {ScaleDivisor::kDivide, ScaleDivisor::kTimesReciprocal}) {
+      const StoredHead h = store_head<float>(
+          x.data(), fp4_spec(ScalePow2::kExponentBitsCeil, div, ScaleApply::kDivide, rounding));
+      const uint8_t* expected =
+          rounding == Rounding::kNearestEven ? even_codes : toward_zero_codes;
+      for (int b = 0; b < 2; ++b) {
+        ASSERT_EQ(std::ldexp(1.0f, h.scale_bytes[b] - 127), block_scales[b]);
+        EXPECT_EQ(fp4_code(h, 32 * b), 7);
+        for (int t = 0; t < 7; ++t) {
+          const int i = 32 * b + 1 + t;
+          EXPECT_EQ(fp4_code(h, i), expected[t]) << "tie " << ties[t];
+          EXPECT_EQ(fp4_code(h, i + 7), expected[t] | 0x8) << "tie " << -ties[t];
+          // A tie is half the gap between its neighbours from q, whichever way it
+          // went; that is ulp(q)/2 except when it rounded up onto a power of two.
+          const float q = e2m1_value(expected[t]);
+          const float err = std::fabs(x[i] - q * block_scales[b]);
+          EXPECT_EQ(err, gaps[t] / 2 * block_scales[b]) << ties[t];
+          EXPECT_LE(err, e2m1_ulp(q) / 2 * block_scales[b]) << ties[t];
+        }
+      }
+    }
+  }
+}
+
 TEST(ScaleQuantError, ExponentBitScaleMapsTheGroupMaxIntoTheTopBinade) {
   // NUMERICS §2.6: with s = 2^ceil(log2(amax/448)) the group max maps into (224, 448]
   // (fp4: (3, 6]). For kExponentBitsCeil this holds exactly even with the rounded raw
@@ -347,6 +392,26 @@ TEST(Ue8m0Variants, WindowSizesMatchTheHandDerivation) {
       {31, 5}, {-1, 0},  {-2, 0},  {-3, 0},  {-4, 0},  {-5, 1},  {-8, 1},  {-9, 2},
       {-16, 2}, {-17, 5}, {-32, 5}, {-33, 11}, {32, 11}, {0, 0}};
   for (const auto& [k, m] : hand) EXPECT_EQ(window(k), m) << "k = " << k;
+}
+
+TEST(Ue8m0Variants, Log2IsCorrectlyRoundedOnASample) {
+  // kLog2Ceil relies on log2_correctly_rounded. Compare with long double log2 rounded
+  // to fp32, skipping (none expected) values within 2^-60 relative of an fp32 midpoint,
+  // where that double rounding could itself be wrong.
+  std::mt19937 rng(15);
+  std::uniform_int_distribution<uint32_t> bits(0x0080'0000u, 0x7F7F'FFFFu);
+  for (int i = 0; i < 300000; ++i) {
+    const float x = from_bits(bits(rng));
+    const long double l = std::log2(static_cast<long double>(x));
+    const float f = static_cast<float>(l);
+    const long double below = (static_cast<long double>(f) + std::nextafter(f, -INFINITY)) / 2;
+    const long double above = (static_cast<long double>(f) + std::nextafter(f, INFINITY)) / 2;
+    if (std::fabs(l - below) < 0x1p-60L * std::fabs(l) ||
+        std::fabs(l - above) < 0x1p-60L * std::fabs(l)) {
+      continue;
+    }
+    ASSERT_EQ(bits_of(log2_correctly_rounded(x)), bits_of(f)) << "x = " << x;
+  }
 }
 
 TEST(Ue8m0Variants, AgreeAtExactPowersOfTwo) {

@@ -122,6 +122,12 @@ TEST(HadamardStage, ScaleConstantIsTheNearestFp32To2ToMinus3Point5) {
   const long double d4 = std::fabs(from_bits(kHadamardScaleBits + 1) - exact);
   EXPECT_LT(d3, d2);
   EXPECT_LT(d3, d4);
+  // The fp64 constant the oracle uses (see the one-hot test) is likewise the nearest
+  // double; long double's 64-bit 1/sqrt(128) (error ~5e-21) separates the 6.0e-18 and
+  // 7.8e-18 distances of the two candidates.
+  const double s64 = 0x1.6a09e667f3bcdp-4;
+  EXPECT_LT(std::fabs(s64 - exact), std::fabs(std::nextafter(s64, 0.0) - exact));
+  EXPECT_LT(std::fabs(s64 - exact), std::fabs(std::nextafter(s64, 1.0) - exact));
 }
 
 TEST(HadamardStage, EntriesAreTheSylvesterMatrix) {
