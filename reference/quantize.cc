@@ -2,6 +2,7 @@
 #include "reference/quantize.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "reference/error.h"
@@ -29,8 +30,14 @@ float apply_scale(float x, float scale, ScaleApply apply) {
   return apply == ScaleApply::kDivide ? x / scale : x * (1.0f / scale);
 }
 
-// The ue8m0 byte of a power-of-two scale rule.
+// The ue8m0 byte of a power-of-two scale rule. A subnormal raw scale has no exponent
+// bits to read and its log2 falls below ue8m0's range (2^-127), so both rules are only
+// defined for raw >= 2^-126; Recipe::validate keeps amax_floor / qmax above that.
 uint8_t ue8m0_of(float raw, ScalePow2 pow2) {
+  if (!(raw >= std::numeric_limits<float>::min())) {
+    throw_bad_input("raw scale " + std::to_string(raw) +
+                    " is below 2^-126: a power-of-two scale rule needs amax_floor >= qmax * 2^-126");
+  }
   if (pow2 == ScalePow2::kLog2Ceil) {
     return static_cast<uint8_t>(static_cast<int>(std::ceil(log2_correctly_rounded(raw))) + 127);
   }

@@ -27,6 +27,14 @@ void validate_quant(const Recipe& r, const QuantSpec& q, const std::string& side
       break;
   }
   require(q.amax_floor > 0.0f, r, side + "_quant.amax_floor must be positive");
+  // Power-of-two scales read the exponent of amax_floor / qmax, which must be a normal
+  // fp32 (see ue8m0_of in quantize.cc): floor >= qmax * 2^-126.
+  if (q.pow2 != ScalePow2::kNone) {
+    const bool fp4 = q.format == StorageFormat::kFp4E2m1 || q.format == StorageFormat::kFp4SimulatedBf16;
+    const float qmax = fp4 ? kFp4Max : kFp8Max;
+    require(q.amax_floor >= qmax * 0x1p-126f, r,
+            side + "_quant.amax_floor must be >= qmax * 2^-126 for a power-of-two scale rule");
+  }
 }
 
 // Model math shared by every DeepSeek V3.2 preset (NUMERICS §2.3-§2.4, §5.1, §7.1).

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "reference/error.h"
 #include "reference/quantize.h"
 #include "reference/recipe.h"
 #include "reference/numeric/minifloat.h"
@@ -453,6 +454,29 @@ TEST(Ue8m0Variants, DisagreeExactlyOnThePredictedSetOverWholeBinades) {
     }
     for (uint32_t m = 0; m < (1u << 23); ++m) expect_predicted(k, m, w);
   }
+}
+
+TEST(Ue8m0Variants, SubnormalRawScalesAreRejectedNotWrapped) {
+  // A floor below 448 * 2^-126 = 5.3e-36 makes the raw scale of an all-zero block an
+  // fp32 subnormal: raw = fl(1e-40 / 448) = 2.23e-43, log2 = -141.7. No ue8m0 byte
+  // holds 2^-141 (the smallest is 2^-127), and the exponent-bit rule has no exponent to
+  // read. An earlier version wrapped ceil(log2) + 127 = -14 into byte 242 (2^115); both
+  // rules must now refuse such a floor: store_head reports bad input and
+  // Recipe::validate rejects the recipe.
+  for (ScalePow2 pow2 : {ScalePow2::kLog2Ceil, ScalePow2::kExponentBitsCeil}) {
+    QuantSpec q = fp8_spec(pow2, ScaleDivisor::kDivide, ScaleApply::kDivide);
+    q.amax_floor = 1e-40f;
+    EXPECT_THROW(block_scale(0.0f, q, 448.0f), Error);
+    float zeros[kHeadDim] = {};
+    EXPECT_THROW(store_head(zeros, q), Error);
+    Recipe r = preset("dsv32-ref");
+    r.key_quant = q;
+    EXPECT_THROW(r.validate(), Error);
+  }
+  // The smallest accepted floor gives raw = 2^-126 exactly and scale 2^-126.
+  QuantSpec q = fp8_spec(ScalePow2::kLog2Ceil, ScaleDivisor::kDivide, ScaleApply::kDivide);
+  q.amax_floor = 448.0f * 0x1p-126f;
+  EXPECT_EQ(block_scale(0.0f, q, 448.0f), 0x1p-126f);
 }
 
 TEST(Ue8m0Variants, OneConcreteDisagreementChangesTheCodes) {
