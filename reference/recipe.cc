@@ -174,7 +174,9 @@ std::vector<Recipe> make_presets() {
   sgl4.description =
       "SGLang V4 fused_norm_rope indexer kernel as compiled: fp32 throughout, FMA "
       "contraction, sm_90 rsqrtf, warp-tree reductions, fp8 with plain scales (132 B/token)";
-  sgl4.source = "NUMERICS §6.2-§6.4 (rope FMA placement assumed kFirst until read from SASS)";
+  sgl4.source =
+      "NUMERICS §6.2-§6.4; rope FMA placement read from sm_90a SASS (bench/results/LOG.md, "
+      "2026-11-29 run 2); rsqrtf from the measured table (reference/data/)";
   sgl4.key_norm.order = ReductionOrder::kWarpTree;
   sgl4.key_norm.fma_contraction = true;
   sgl4.key_norm.rsqrt = RsqrtKind::kSm90Approx;

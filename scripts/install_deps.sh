@@ -3,7 +3,7 @@
 # CUDA (nvcc) is optional and not installed here: without it the CPU parts build alone.
 set -euo pipefail
 packages=(cmake ninja-build g++ libeigen3-dev libhdf5-dev librapidcheck-dev libgtest-dev
-          libgmock-dev googletest libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev
+          libgmock-dev googletest libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev liblzma-dev
           python3-matplotlib python3-numpy)
 missing=()
 for p in "${packages[@]}"; do

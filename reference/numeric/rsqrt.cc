@@ -4,11 +4,13 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
 #include "reference/error.h"
 #include "reference/numeric/bit_cast.h"
+#include "reference/numeric/rsqrt_table.h"
 
 namespace dsaf::ref {
 namespace {
@@ -45,6 +47,15 @@ uint32_t table_index(uint32_t mantissa) {
 std::unique_ptr<std::vector<int8_t>>& sm90_deltas() {
   static std::unique_ptr<std::vector<int8_t>> deltas;
   return deltas;
+}
+
+// The committed table, loaded once on first use unless one was installed explicitly.
+const std::vector<int8_t>& sm90_model() {
+  static std::once_flag loaded;
+  std::call_once(loaded, [] {
+    if (!sm90_deltas()) set_sm90_rsqrt_deltas(load_sm90_rsqrt_deltas(default_sm90_rsqrt_table_path()));
+  });
+  return *sm90_deltas();
 }
 
 }  // namespace
@@ -86,18 +97,17 @@ bool has_sm90_rsqrt_model() { return sm90_deltas() != nullptr; }
 float rsqrt(float x, RsqrtKind kind) {
   const float rounded = rsqrt_correctly_rounded(x);
   if (kind == RsqrtKind::kCorrectlyRounded) return rounded;
-  if (!has_sm90_rsqrt_model()) {
-    throw Error(ErrorKind::kEnvironment,
-                "recipe needs the sm_90 rsqrtf model, but no table is installed "
-                "(measured on the GPU host by scripts/measure_rsqrt_sm90; see NUMERICS §6.4)");
-  }
-  if (!(x > 0.0f) || std::isinf(x)) return rounded;  // special values: MUFU.RSQ agrees
+  const std::vector<int8_t>& deltas = sm90_model();
+  // Measured special cases: +-0 -> +-inf and +inf -> +0 as IEEE; every NaN and every
+  // negative input gives the canonical NaN 0x7fffffff.
+  if (std::isnan(x) || (x < 0.0f)) return float_from_bits(0x7FFF'FFFFu);
+  if (x == 0.0f || std::isinf(x)) return rounded;
   uint32_t mantissa;
   int k;
   reduce_to_1_4(x, mantissa, k);
-  const int delta = (*sm90_deltas())[table_index(mantissa)];
-  // Deltas are in ulps of the result; all results of [1, 4) lie in (1/2, 1], where
-  // stepping the fp32 bit pattern by one moves one ulp (1.0 itself has delta 0).
+  const int delta = deltas[table_index(mantissa)];
+  // rsqrtf(x) = rsqrtf(reduced) * 2^-k (measured for every reduced and k). The deltas
+  // are steps of the result's bit pattern; all results of [1, 4) lie in (1/2, 1].
   const float reduced = std::ldexp(rounded, k);
   const float stepped = float_from_bits(float_bits(reduced) + delta);
   return std::ldexp(stepped, -k);

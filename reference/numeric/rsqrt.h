@@ -6,7 +6,7 @@
 //    correctly rounded; measured on an H200 it differs on 21.7% of inputs in [1, 4),
 //    by at most 2 ulp, and rsqrtf(x * 4^k) == rsqrtf(x) * 2^-k (NUMERICS §6.4). So one
 //    table over [1, 4) (a signed ulp delta per input) models it completely. The table
-//    is measured on the GPU host and installed with set_sm90_rsqrt_deltas().
+//    was measured on an H200 and is committed in reference/data/ (provenance there).
 #pragma once
 
 #include <cstdint>
@@ -23,13 +23,15 @@ float rsqrt_correctly_rounded(float x);
 // Number of inputs in [1, 4): 2 binades of 2^23 mantissas.
 inline constexpr uint32_t kRsqrtTableSize = uint32_t{1} << 24;
 
-// Installs the sm_90 model: deltas[i] is rsqrtf(x_i) - rsqrt_rn(x_i) in ulps of the
-// result, for x_i = the i-th fp32 value in [1, 4) in increasing order.
+// Installs the sm_90 model: deltas[i] = bits(rsqrtf(x_i)) - bits(rsqrt_rn(x_i)) for
+// x_i = the i-th fp32 value in [1, 4) in increasing order. Without a call, the first
+// kSm90Approx use loads the committed table (reference/data/, rsqrt_table.h).
 void set_sm90_rsqrt_deltas(std::vector<int8_t> deltas);
 bool has_sm90_rsqrt_model();
 
-// rsqrt(x, kind). kSm90Approx without an installed model throws dsaf::Error
-// (kEnvironment), so no recipe silently falls back to the correctly rounded value.
+// rsqrt(x, kind). kSm90Approx loads the committed table on first use; if it cannot be
+// read, dsaf::Error (kEnvironment) is thrown: no recipe silently falls back to the
+// correctly rounded value.
 float rsqrt(float x, RsqrtKind kind);
 
 }  // namespace dsaf::ref
