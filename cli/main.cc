@@ -1,15 +1,22 @@
 // File: main.cc — `dsa-fidelity`, the command line (DESIGN.md "Command line").
 // Exit codes: 0 pass, 1 a verdict failed, 2 bad input / usage / environment.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/ranges.h"
 #include "oracle/selftest.h"
+#include "oracle/study.h"
 #include "reference/error.h"
 #include "reference/recipe.h"
 #include "reference/recipe_json.h"
@@ -65,6 +72,181 @@ int cmd_selftest(int threads, const std::string& json_path) {
   return failed ? kExitVerdictFailed : kExitPass;
 }
 
+
+// Recipes by name: presets plus those of an optional recipe file.
+std::vector<dsaf::ref::Recipe> resolve_recipes(const std::string& names, const std::string& file) {
+  std::vector<dsaf::ref::Recipe> pool = dsaf::ref::presets();
+  if (!file.empty()) {
+    const auto extra = dsaf::ref::load_recipe_file(file);
+    pool.insert(pool.end(), extra.begin(), extra.end());
+  }
+  std::vector<dsaf::ref::Recipe> out;
+  for (const std::string& name : dsaf::cli::parse_names(names)) {
+    bool found = false;
+    for (auto it = pool.rbegin(); it != pool.rend() && !found; ++it) {
+      if (it->name == name) {
+        out.push_back(*it);
+        found = true;
+      }
+    }
+    if (!found) out.push_back(dsaf::ref::preset(name));  // throws, listing the presets
+  }
+  return out;
+}
+
+// A progress line on stderr when it is a terminal; nothing otherwise.
+dsaf::oracle::Progress progress_line(const char* what) {
+  if (!isatty(STDERR_FILENO)) return nullptr;
+  return [what](int64_t done, int64_t total) {
+    std::fprintf(stderr, "\r%s: %lld/%lld", what, static_cast<long long>(done),
+                 static_cast<long long>(total));
+    if (done == total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!(out << text)) {
+    throw dsaf::Error(dsaf::ErrorKind::kEnvironment, "cannot write '" + path.string() + "'");
+  }
+}
+
+std::filesystem::path prepare_out(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw dsaf::Error(dsaf::ErrorKind::kEnvironment, "cannot create '" + dir + "': " + ec.message());
+  return dir;
+}
+
+std::string context_label(int64_t n) {
+  return n % 1024 == 0 ? std::to_string(n / 1024) + "K" : std::to_string(n);
+}
+
+int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_dir,
+              const std::string& command_line) {
+  nlohmann::json result = dsaf::oracle::run_sweep(config, progress_line("sweep"));
+  result["command"] = command_line;
+  // Table: mean recall@K (p1 in brackets) per recipe and context.
+  fmt::print("recall@{} vs exact (mean [p1]) — {} activations, {} queries x {} seed(s)\n",
+             config.topk, dsaf::oracle::activation_kind_name(config.activations.kind),
+             config.queries, config.seeds.size());
+  fmt::print("{:<28}", "recipe");
+  for (int64_t n : config.contexts) fmt::print("{:>18}", context_label(n));
+  fmt::print("\n");
+  std::string csv = "recipe,context,variant_of,stage,recall_mean,recall_p1,recall_worst,jaccard_mean,"
+                    "tie_aware_recall_mean,value_recall_mean,mass_recall_mean,kendall_tau_mean,"
+                    "page_recall_mean,threshold_valid_fraction\n";
+  std::string last;
+  for (const auto& row : result["rows"]) {
+    const auto& m = row["metrics"];
+    const std::string name = row["recipe"];
+    if (name != last) fmt::print("{}{:<28}", last.empty() ? "" : "\n", name);
+    last = name;
+    fmt::print("{:>18}", fmt::format("{:.4f} [{:.4f}]", m["recall"]["mean"].get<double>(),
+                                     m["recall"]["p1"].get<double>()));
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", name, row["context"].get<int64_t>(),
+                       row.value("variant_of", ""), row.value("stage", ""),
+                       m["recall"]["mean"].get<double>(), m["recall"]["p1"].get<double>(),
+                       m["recall"]["worst"].get<double>(), m["jaccard"]["mean"].get<double>(),
+                       m["tie_aware_recall"]["mean"].get<double>(),
+                       m["value_recall"]["mean"].get<double>(), m["mass_recall"]["mean"].get<double>(),
+                       m["kendall_tau"]["mean"].get<double>(), m["page_recall"]["mean"].get<double>(),
+                       m["threshold_valid_fraction"].get<double>());
+  }
+  fmt::print("\n");
+  if (!result["attribution"].empty()) {
+    fmt::print("\nstage attribution: recall loss accounted for by each stage (loss - loss with the stage exact)\n");
+    for (const auto& a : result["attribution"]) {
+      fmt::print("  {:<20} {:>6} {:<12} {:+.5f} of {:.5f}\n", a["recipe"].get<std::string>(),
+                 context_label(a["context"].get<int64_t>()), a["stage"].get<std::string>(),
+                 a["accounted"].get<double>(), a["recall_loss"].get<double>());
+    }
+  }
+  if (!out_dir.empty()) {
+    const auto dir = prepare_out(out_dir);
+    write_file(dir / "sweep.json", result.dump(2) + "\n");
+    write_file(dir / "sweep.csv", csv);
+    fmt::print("wrote {}/sweep.json and sweep.csv\n", out_dir);
+  }
+  return kExitPass;
+}
+
+int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_dir,
+               const std::string& command_line) {
+  nlohmann::json result = dsaf::oracle::run_needle(config, progress_line("needle"));
+  result["command"] = command_line;
+  fmt::print("needle retention in top-{} (% of {} depths x {} trials), {} activations\n", config.topk,
+             config.depths.size(), config.trials,
+             dsaf::oracle::activation_kind_name(config.activations.kind));
+  std::string csv = "recipe,context,margin_sigma,cases,retention,rank_p50,rank_worst\n";
+  for (double margin : config.margins) {
+    fmt::print("\nmargin {} sigma above the K-th exact score\n{:<20}", margin, "recipe");
+    for (int64_t n : config.contexts) fmt::print("{:>8}", context_label(n));
+    for (const auto& r : config.recipes) {
+      fmt::print("\n{:<20}", r.name);
+      for (const auto& row : result["summary"]) {
+        if (row["recipe"] != r.name || row["margin"] != margin) continue;
+        if (row["cases"].get<int64_t>() == 0) {
+          fmt::print("{:>8}", "-");
+        } else {
+          fmt::print("{:>7.0f}%", 100.0 * row["retention"].get<double>());
+        }
+      }
+    }
+    fmt::print("\n");
+  }
+  for (const auto& row : result["summary"]) {
+    csv += fmt::format("{},{},{},{},{},{},{}\n", row["recipe"].get<std::string>(),
+                       row["context"].get<int64_t>(), row["margin"].get<double>(),
+                       row["cases"].get<int64_t>(), row["retention"].get<double>(),
+                       row["rank_p50"].get<double>(), row["rank_worst"].get<double>());
+  }
+  if (!out_dir.empty()) {
+    const auto dir = prepare_out(out_dir);
+    write_file(dir / "needle.json", result.dump(2) + "\n");
+    write_file(dir / "needle.csv", csv);
+    fmt::print("\nwrote {}/needle.json and needle.csv\n", out_dir);
+  }
+  return kExitPass;
+}
+
+// `report` draws with matplotlib: scripts/report.py from the source tree (or
+// $DSAF_REPORT_SCRIPT), run by python3.
+int cmd_report(const std::string& results, const std::string& out_dir) {
+  if (!std::filesystem::is_regular_file(results)) {
+    throw dsaf::Error(dsaf::ErrorKind::kBadInput, "no results file '" + results + "'");
+  }
+  const char* env = std::getenv("DSAF_REPORT_SCRIPT");
+  const std::string script = env ? env : std::string(DSAF_SOURCE_DIR) + "/scripts/report.py";
+  if (!std::filesystem::is_regular_file(script)) {
+    throw dsaf::Error(dsaf::ErrorKind::kEnvironment, "report script not found: " + script);
+  }
+  prepare_out(out_dir);
+  // The first Python that has matplotlib: $DSAF_PYTHON, python3 on the PATH, the system one.
+  std::string python;
+  const char* env_python = std::getenv("DSAF_PYTHON");
+  for (const char* candidate : {env_python, "python3", "/usr/bin/python3"}) {
+    if (candidate == nullptr) continue;
+    const std::string probe = std::string(candidate) + " -c 'import matplotlib' >/dev/null 2>&1";
+    if (std::system(probe.c_str()) == 0) {
+      python = candidate;
+      break;
+    }
+  }
+  if (python.empty()) {
+    throw dsaf::Error(dsaf::ErrorKind::kEnvironment,
+                      "report needs python3 with matplotlib (apt-get install python3-matplotlib)");
+  }
+  const std::string command = python + " '" + script + "' '" + results + "' '" + out_dir + "'";
+  const int status = std::system(command.c_str());
+  if (status != 0) {
+    throw dsaf::Error(dsaf::ErrorKind::kEnvironment,
+                      "report: " + script + " failed on '" + results + "'");
+  }
+  return kExitPass;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +265,43 @@ int main(int argc, char** argv) {
   selftest->add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
   selftest->add_option("--json", selftest_json, "write the results as JSON");
 
+  std::string recipe_names, recipe_file, contexts_text = "2k..64k", out_dir;
+  std::string activation = "outliers";
+  int topk = 512, activation_heads = 64;
+  uint64_t activation_seed = 1;
+  int study_threads = threads;
+  const auto add_study_options = [&](CLI::App* cmd) {
+    cmd->add_option("--recipes", recipe_names, "comma-separated recipe names")->required();
+    cmd->add_option("--recipe-file", recipe_file, "JSON file with more recipes");
+    cmd->add_option("--context", contexts_text, "context lengths, e.g. 2k..64k or 4096,8192");
+    cmd->add_option("--topk", topk, "K of the top-K selection");
+    cmd->add_option("--activations", activation, "gaussian | heavy | outliers | clustered");
+    cmd->add_option("--activation-seed", activation_seed, "seed of the synthetic activations");
+    cmd->add_option("--heads", activation_heads, "query heads");
+    cmd->add_option("--threads", study_threads, "worker threads");
+    cmd->add_option("--out", out_dir, "folder for the JSON and CSV results");
+  };
+  int queries = 64, seeds = 1;
+  bool attribution = false;
+  auto* sweep = app.add_subcommand("sweep", "recipes x contexts x seeds: top-K metrics vs exact");
+  add_study_options(sweep);
+  sweep->add_option("--queries", queries, "query rows per context and seed");
+  sweep->add_option("--seeds", seeds, "number of activation seeds");
+  sweep->add_flag("--attribution", attribution, "also re-run each recipe with one stage exact at a time");
+  std::string depths_text = "0.1..0.9", margins_text = "0.01,0.03,0.1,0.3";
+  int trials = 4;
+  auto* needle = app.add_subcommand("needle", "needle retention in top-K vs context, depth and margin");
+  add_study_options(needle);
+  needle->add_option("--depths", depths_text, "needle depths in [0, 1], e.g. 0.1..0.9 or 0.1..0.9:9");
+  needle->add_option("--margins", margins_text, "needle margins above the K-th exact score, in sigma");
+  needle->add_option("--trials", trials, "activation seeds per context");
+  std::string results_path, report_out;
+  auto* report = app.add_subcommand("report", "markdown + PNG plots of a sweep or needle result");
+  report->add_option("results", results_path, "sweep.json or needle.json")->required();
+  report->add_option("--out", report_out, "output folder")->required();
+
+  std::string command_line = "dsa-fidelity";
+  for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -92,6 +311,42 @@ int main(int argc, char** argv) {
   try {
     if (*recipes) return cmd_recipes(recipes_json, recipes_file);
     if (*selftest) return cmd_selftest(threads, selftest_json);
+    if (*report) return cmd_report(results_path, report_out);
+    if (*sweep || *needle) {
+      if (topk < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--topk must be >= 1");
+      if (study_threads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--threads must be >= 1");
+      dsaf::oracle::SyntheticSpec acts;
+      acts.kind = dsaf::oracle::parse_activation_kind(activation);
+      acts.seed = activation_seed;
+      acts.num_heads = activation_heads;
+      if (activation_heads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--heads must be >= 1");
+      const auto chosen = resolve_recipes(recipe_names, recipe_file);
+      const auto contexts = dsaf::cli::parse_contexts(contexts_text);
+      if (*sweep) {
+        if (queries < 1 || seeds < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--queries and --seeds must be >= 1");
+        dsaf::oracle::SweepConfig config;
+        config.recipes = chosen;
+        config.contexts = contexts;
+        for (int i = 1; i <= seeds; ++i) config.seeds.push_back(activation_seed * 1000003ull + i);
+        config.queries = queries;
+        config.topk = topk;
+        config.attribution = attribution;
+        config.activations = acts;
+        config.threads = study_threads;
+        return cmd_sweep(config, out_dir, command_line);
+      }
+      if (trials < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--trials must be >= 1");
+      dsaf::oracle::NeedleConfig config;
+      config.recipes = chosen;
+      config.contexts = contexts;
+      config.depths = dsaf::cli::parse_reals(depths_text);
+      config.margins = dsaf::cli::parse_reals(margins_text);
+      config.trials = trials;
+      config.topk = topk;
+      config.activations = acts;
+      config.threads = study_threads;
+      return cmd_needle(config, out_dir, command_line);
+    }
   } catch (const dsaf::Error& e) {
     std::cerr << "dsa-fidelity: " << e.what() << "\n";
     return kExitBadInput;

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""dsa-fidelity report: markdown + PNG plots of a sweep.json or needle.json.
+
+Usage: report.py RESULTS.json OUT_DIR   (called by `dsa-fidelity report`)
+Plots: sweep -> recall vs context per recipe (mean and p1), mass recall vs context,
+changed-index histogram; needle -> retention vs context per recipe, one panel per margin,
+and retention vs margin at the longest context.
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def context_label(n):
+    return f"{n // 1024}K" if n % 1024 == 0 else str(n)
+
+
+def sweep_report(res, out):
+    rows = [r for r in res["rows"] if "variant_of" not in r]
+    recipes = list(dict.fromkeys(r["recipe"] for r in rows))
+    contexts = sorted({r["context"] for r in rows})
+    get = {(r["recipe"], r["context"]): r["metrics"] for r in rows}
+    figs = []
+    for metric, title in (("recall", "recall@K vs exact"), ("mass_recall", "attention-mass recall")):
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for name in recipes:
+            ys = [get[(name, n)][metric]["mean"] for n in contexts]
+            p1 = [get[(name, n)][metric]["p1"] for n in contexts]
+            line, = ax.plot(contexts, ys, marker="o", label=name)
+            ax.plot(contexts, p1, ls=":", color=line.get_color())
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(contexts, [context_label(n) for n in contexts])
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel(f"{metric} (solid: mean, dotted: p1)")
+        ax.set_title(f"{title}, top-{res['topk']}, {res['activations']['generator']} activations")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = f"{metric}_vs_context.png"
+        fig.savefig(os.path.join(out, path), dpi=120)
+        plt.close(fig)
+        figs.append(path)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    longest = contexts[-1]
+    for name in recipes:
+        hist = get[(name, longest)]["changed_histogram"]
+        ax.plot(range(len(hist)), hist, marker=".", label=name)
+    ax.set_xlabel("exact top-K indices lost per row (last bucket: that many or more)")
+    ax.set_ylabel("rows")
+    ax.set_title(f"changed indices per row at {context_label(longest)}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "changed_histogram.png"), dpi=120)
+    plt.close(fig)
+    figs.append("changed_histogram.png")
+
+    lines = ["# Sweep report", "", f"Command: `{res.get('command', '?')}`", "",
+             f"Generator: `{json.dumps(res['activations'])}`", "",
+             f"top-{res['topk']}; {res['queries_per_context_and_seed']} query rows per context and seed "
+             f"({res['query_positions']}); seeds {res['seeds']}.", "",
+             "| recipe | " + " | ".join(context_label(n) for n in contexts) + " |",
+             "|---|" + "---|" * len(contexts)]
+    for name in recipes:
+        cells = [f"{get[(name, n)]['recall']['mean']:.4f} (p1 {get[(name, n)]['recall']['p1']:.4f})"
+                 for n in contexts]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if res.get("attribution"):
+        lines += ["", "## Stage attribution (recall loss accounted for)", "",
+                  "| recipe | context | stage | accounted | of loss |", "|---|---|---|---|---|"]
+        for a in res["attribution"]:
+            lines.append(f"| {a['recipe']} | {context_label(a['context'])} | {a['stage']} | "
+                         f"{a['accounted']:+.5f} | {a['recall_loss']:.5f} |")
+    lines += [""] + [f"![{f}]({f})" for f in figs]
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def needle_report(res, out):
+    summary = res["summary"]
+    recipes = list(dict.fromkeys(r["recipe"] for r in summary))
+    contexts = sorted({r["context"] for r in summary})
+    margins = sorted({r["margin"] for r in summary})
+    get = {(r["recipe"], r["context"], r["margin"]): r for r in summary}
+    fig, axes = plt.subplots(1, len(margins), figsize=(4.2 * len(margins), 4), sharey=True,
+                             squeeze=False)
+    for ax, m in zip(axes[0], margins):
+        for name in recipes:
+            ax.plot(contexts, [100 * get[(name, n, m)]["retention"] for n in contexts],
+                    marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(contexts, [context_label(n) for n in contexts])
+        ax.set_title(f"margin {m} sigma")
+        ax.set_xlabel("context length (tokens)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"needle kept in top-{res['topk']} (%)")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "needle_retention_vs_context.png"), dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    longest = contexts[-1]
+    for name in recipes:
+        ax.plot(margins, [100 * get[(name, longest, m)]["retention"] for m in margins],
+                marker="o", label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("needle margin above the K-th exact score (sigma)")
+    ax.set_ylabel("needle kept (%)")
+    ax.set_title(f"retention vs margin at {context_label(longest)}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "needle_retention_vs_margin.png"), dpi=120)
+    plt.close(fig)
+
+    lines = ["# Needle report", "", f"Command: `{res.get('command', '?')}`", "",
+             f"Generator: `{json.dumps(res['activations'])}`", "",
+             f"top-{res['topk']}; query: {res['query']}; depths {res['depths']}; "
+             f"{res['trials']} trials; margins in sigma {res['margins_in_sigma']} "
+             "(definition: docs/needle.md).", ""]
+    for m in margins:
+        lines += [f"### margin {m} sigma: needle kept (% of cases)", "",
+                  "| recipe | " + " | ".join(context_label(n) for n in contexts) + " |",
+                  "|---|" + "---|" * len(contexts)]
+        for name in recipes:
+            cells = [f"{100 * get[(name, n, m)]['retention']:.0f}% ({get[(name, n, m)]['cases']})"
+                     for n in contexts]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["![retention vs context](needle_retention_vs_context.png)",
+              "![retention vs margin](needle_retention_vs_margin.png)"]
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: report.py RESULTS.json OUT_DIR")
+    with open(sys.argv[1]) as f:
+        res = json.load(f)
+    os.makedirs(sys.argv[2], exist_ok=True)
+    kind = res.get("kind")
+    if kind == "sweep":
+        sweep_report(res, sys.argv[2])
+    elif kind == "needle":
+        needle_report(res, sys.argv[2])
+    else:
+        sys.exit(f"{sys.argv[1]}: not a sweep or needle result (kind={kind!r})")
+    print(f"wrote {os.path.join(sys.argv[2], 'report.md')}")
+
+
+if __name__ == "__main__":
+    main()
