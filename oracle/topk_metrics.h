@@ -8,10 +8,14 @@
 // Definitions (S = valid selected, R = valid reference, k_eff = |R|):
 //   recall            |S ∩ R| / k_eff                         (1 when k_eff = 0)
 //   jaccard           |S ∩ R| / |S ∪ R|                       (1 when both empty)
-//   tie_aware_recall  (|S ∩ R| + forgiven) / k_eff, where the sorted exact scores of
-//                     S \ R and R \ S are compared pairwise and equal pairs are forgiven
+//   tie_aware_recall  (|S ∩ R| + forgiven) / k_eff, where the exact scores of S \ R and
+//                     of R \ S, each sorted descending, are compared position by position
+//                     and equal pairs are forgiven (SGLang's test_topk rule: a swap among
+//                     equal scores is no error; a swap next to a real loss is not forgiven)
 //   threshold_valid   every s in S has I_exact[s] >= the k_eff-th largest exact score
-//   value_recall      sum_{S} I_exact / sum_{R} I_exact        (1 when the latter is 0)
+//   value_recall      sum_{S} I_exact / sum_{R} I_exact        (1 when the sums are equal
+//                     or the latter is 0); indexer scores can be negative (signed head
+//                     weights), and then the ratio can exceed 1 for a worse selection
 //   mass_recall       sum_{S} p / sum_{R} p with p = softmax(I_exact) over [0, n),
 //                     computed stably (max subtracted); the DSA KL target is this mass
 //   kendall_tau       Kendall's tau-b between the recipe rank order of S ∩ R (position in
@@ -48,7 +52,7 @@ struct Summary {
   double mean = 0.0;
   double p1 = 0.0;   // 1st percentile (nearest rank)
   double p50 = 0.0;  // median (nearest rank)
-  double worst = 0.0;
+  double worst = 0.0;  // the minimum: every summarised metric is higher-is-better
   int64_t rows = 0;
 };
 // Nearest-rank percentiles: p-th percentile = sorted[ceil(p/100 * rows) - 1].

@@ -1,4 +1,5 @@
 // The command line as a user meets it: exit codes and the JSON of `recipes`.
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -61,6 +62,59 @@ TEST(CliRecipes, LoadsAUserRecipeFile) {
   ASSERT_EQ(j.size(), 10u);
   EXPECT_EQ(j[9]["name"], "mine");
   EXPECT_EQ(j[9]["hadamard"], false);
+}
+
+}  // namespace
+
+namespace {
+
+// Bad input to the studies: exit code 2 and exactly one line on stderr.
+CliRun run_capturing_stderr(const std::string& args) {
+  const std::string command = std::string(DSAF_CLI_PATH) + " " + args + " 2>&1 >/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string err;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) err.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
+}
+
+TEST(CliStudies, BadInputExitsTwoWithOneClearLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"needle --recipes no-such-recipe --context 2k", "unknown recipe"},
+      {"needle --recipes exact --context 2k..3k", "context range"},
+      {"needle --recipes exact --context 0", "context"},
+      {"needle --recipes exact --context 2k --topk 0", "--topk"},
+      {"sweep --recipes exact --context 2k --topk -5", "--topk"},
+      {"needle --recipes exact --context 2k --depths 0.5..2", "depths"},
+      {"sweep --recipes exact --context 2k --activations uniform", "activation kind"},
+      {"sweep --recipes exact, --context 2k", "list of names"},
+      {"report /nonexistent.json --out /tmp/x", "no results file"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const CliRun r = run_capturing_stderr(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.out.find(needle), std::string::npos) << args << " -> " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << " -> " << r.out;
+  }
+}
+
+TEST(CliStudies, SmallNeedleAndSweepRunAndWriteResults) {
+  const std::string dir = testing::TempDir() + "dsaf_cli_study";
+  CliRun r = run("needle --recipes dsv32-ref,exact --context 512 --topk 16 --heads 4 --trials 1 "
+                 "--depths 0.5 --margins 0.5 --threads 1 --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("dsv32-ref"), std::string::npos);
+  std::ifstream needle_json(dir + "/needle.json");
+  const nlohmann::json n = nlohmann::json::parse(needle_json);
+  EXPECT_EQ(n["kind"], "needle");
+  EXPECT_EQ(n["activations"]["generator"], "outliers");
+  r = run("sweep --recipes dsv32-ref --context 256,512 --queries 2 --topk 16 --heads 4 --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream sweep_csv(dir + "/sweep.csv");
+  std::string header;
+  std::getline(sweep_csv, header);
+  EXPECT_EQ(header.rfind("recipe,context,", 0), 0u);
 }
 
 }  // namespace
