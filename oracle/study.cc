@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "oracle/parallel.h"
+#include "oracle/verdict.h"
 #include "reference/error.h"
 #include "reference/pipeline.h"
 #include "reference/recipe_json.h"
@@ -181,6 +182,8 @@ nlohmann::json run_sweep(const SweepConfig& config, const Progress& progress) {
   const int64_t max_n = *std::max_element(config.contexts.begin(), config.contexts.end());
   RopeTables rope(max_n);
   std::map<std::pair<std::string, int64_t>, std::vector<RowMetrics>> rows_of;
+  // Score error in fp32 ulps: recipe score vs the exact score rounded to fp32, log2 buckets.
+  std::map<std::pair<std::string, int64_t>, std::vector<int64_t>> ulp_histogram_of;
   const int64_t total = static_cast<int64_t>(config.contexts.size() * config.seeds.size() * studied.size());
   int64_t done = 0;
 
@@ -218,6 +221,7 @@ nlohmann::json run_sweep(const SweepConfig& config, const Progress& progress) {
         const ref::RopeTable& table = rope.get(s.recipe.rope.table);
         const ref::KeyMatrix keys = build_keys(s.recipe, acts, n, table, config.threads);
         std::vector<RowMetrics> metrics(positions.size());
+        std::vector<std::vector<int64_t>> histograms(positions.size(), std::vector<int64_t>(kUlpBuckets, 0));
         parallel_for(static_cast<int64_t>(positions.size()), config.threads, [&](int64_t b, int64_t e) {
           for (int64_t j = b; j < e; ++j) {
             const int64_t valid = positions[j] + 1;
@@ -225,10 +229,22 @@ nlohmann::json run_sweep(const SweepConfig& config, const Progress& progress) {
             const std::vector<double> scores = ref::index_scores(q, keys, valid, s.recipe.score);
             metrics[j] = row_metrics(o.scores[j], valid, ref::select_topk(scores, valid, config.topk),
                                      o.topk[j], config.page_size);
+            for (int64_t k = 0; k < valid; ++k) {
+              const float ours = static_cast<float>(scores[k]);
+              const float exact = static_cast<float>(o.scores[j][k]);
+              if (std::isfinite(ours) && std::isfinite(exact)) {
+                ++histograms[j][ulp_bucket(ulp_distance(ours, exact))];
+              }
+            }
           }
         });
         auto& all = rows_of[{s.recipe.name, n}];
         all.insert(all.end(), metrics.begin(), metrics.end());
+        auto& hist = ulp_histogram_of[{s.recipe.name, n}];
+        hist.resize(kUlpBuckets, 0);
+        for (const auto& h : histograms) {
+          for (int i = 0; i < kUlpBuckets; ++i) hist[i] += h[i];
+        }
         if (progress) progress(++done, total);
       }
     }
@@ -240,7 +256,8 @@ nlohmann::json run_sweep(const SweepConfig& config, const Progress& progress) {
     for (int64_t n : config.contexts) {
       const Aggregate a = aggregate(rows_of.at({s.recipe.name, n}));
       loss[{s.recipe.name, n}] = 1.0 - a.recall.mean;
-      nlohmann::json row = {{"recipe", s.recipe.name}, {"context", n}, {"metrics", aggregate_json(a)}};
+      nlohmann::json row = {{"recipe", s.recipe.name}, {"context", n}, {"metrics", aggregate_json(a)},
+                            {"score_ulp_histogram", ulp_histogram_of.at({s.recipe.name, n})}};
       if (!s.variant_of.empty()) {
         row["variant_of"] = s.variant_of;
         row["stage"] = s.stage;
@@ -263,6 +280,9 @@ nlohmann::json run_sweep(const SweepConfig& config, const Progress& progress) {
           {"topk", config.topk},
           {"queries_per_context_and_seed", config.queries},
           {"query_positions", "spread over [n/2, n), causal (keys 0..t)"},
+          {"score_ulp_histogram",
+           "per row set: fp32 ulp distance between the recipe's score and the exact score "
+           "rounded to fp32; bucket 0 = 0 ulp, 1 = 1 ulp, b >= 2 = [2^(b-1), 2^b) ulps"},
           {"seeds", config.seeds},
           {"page_size", config.page_size},
           {"activations", to_json(config.activations)},

@@ -59,6 +59,23 @@ def sweep_report(res, out):
     plt.close(fig)
     figs.append("changed_histogram.png")
 
+    if all("score_ulp_histogram" in get_row for get_row in rows):
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        hist_of = {(r["recipe"], r["context"]): r["score_ulp_histogram"] for r in rows}
+        for name in recipes:
+            hist = hist_of[(name, longest)]
+            total = sum(hist) or 1
+            ax.plot(range(len(hist)), [h / total for h in hist], marker=".", label=name)
+        ax.set_xlabel("score error vs exact: bucket b = [2^(b-1), 2^b) fp32 ulps (0: exact)")
+        ax.set_ylabel("fraction of scores")
+        ax.set_title(f"score ulp histogram at {context_label(longest)}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "score_ulp_histogram.png"), dpi=120)
+        plt.close(fig)
+        figs.append("score_ulp_histogram.png")
+
     lines = ["# Sweep report", "", f"Command: `{res.get('command', '?')}`", "",
              f"Generator: `{json.dumps(res['activations'])}`", "",
              f"top-{res['topk']}; {res['queries_per_context_and_seed']} query rows per context and seed "
