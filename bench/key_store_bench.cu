@@ -1,0 +1,217 @@
+// Key-path benchmark on the GPU: the fused key kernel (device/key_store.cu) at 1M tokens
+// against the device-to-device copy bandwidth, and against the same pipeline as four
+// separate kernels (norm, RoPE, Hadamard, quantise+store; fp32 intermediates in HBM).
+// Bytes counted: bf16 input read + cache bytes written + page table read.
+// Usage: key_store_bench OUT.json
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "device/api.h"
+#include "device/head_pipeline.cuh"
+#include "reference/numeric/minifloat.h"
+#include "reference/rope.h"
+
+namespace {
+
+using namespace dsaf;
+
+#define CHECK(expr)                                                                     \
+  do {                                                                                  \
+    cudaError_t s_ = (expr);                                                            \
+    if (s_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(s_)); \
+      std::exit(2);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+constexpr int kSeqs = 16;
+constexpr int kSeqLen = 65536;
+constexpr int64_t kTokens = int64_t{kSeqs} * kSeqLen;  // 1,048,576
+constexpr int kPage = 64;
+
+// Median of `runs` timings (ms) of f after 3 warm-ups, with CUDA events.
+template <class F>
+float median_ms(F f, int runs = 21) {
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<float> t(runs);
+  for (float& ms : t) {
+    CHECK(cudaEventRecord(start));
+    f();
+    CHECK(cudaEventRecord(stop));
+    CHECK(cudaEventSynchronize(stop));
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
+  }
+  std::sort(t.begin(), t.end());
+  return t[runs / 2];
+}
+
+// ---- the unfused baseline: one stage per kernel, fp32 [T][128] in and out ---------------
+enum class Stage { kNorm, kRope, kHadamard };
+
+template <Stage kStage>
+__global__ void stage_kernel(const dev::KeyStoreArgs a, const float* in, float* out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  if (token >= a.num_tokens) return;
+  dev::Head x;
+  if constexpr (kStage == Stage::kNorm) {
+    dev::load_head(static_cast<const uint8_t*>(a.input) + token * 256, true, lane, x);
+    dev::norm_head(x, a.recipe.key_norm, lane, a.norm_weight, a.norm_bias);
+  } else {
+    dev::load_head(in + token * 128, false, lane, x);
+    if constexpr (kStage == Stage::kRope) {
+      const int p = a.positions[token];
+      dev::rope_head(x, lane, a.recipe.rope_pairing, a.recipe.rope_placement, a.recipe.rope_fma,
+                     a.rope_cos + p * 32, a.rope_sin + p * 32);
+    } else {
+      dev::hadamard_head(x, lane);
+    }
+  }
+  reinterpret_cast<float4*>(out + token * 128)[lane] = make_float4(x[0], x[1], x[2], x[3]);
+}
+
+template <ref::StorageFormat kFormat>
+__global__ void store_kernel(const dev::KeyStoreArgs a, const float* in) {
+  const int lane = threadIdx.x % 32;
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  if (token >= a.num_tokens) return;
+  dev::Head x;
+  dev::load_head(in + token * 128, false, lane, x);
+  const int position = a.positions[token];
+  const int64_t page = a.page_tables[a.seq[token] * a.page_table_stride + position / a.page_size];
+  const int offset = position % a.page_size;
+  constexpr int vb = dev::value_bytes(kFormat), sb = dev::scale_bytes(kFormat);
+  uint8_t* base = a.cache + page * a.page_size * (vb + sb);
+  dev::store_head<kFormat>(x, lane, a.recipe.key_quant, base + offset * vb, base + a.page_size * vb + offset * sb);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT.json\n", argv[0]);
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+
+  // Copy bandwidth: 2 GiB device-to-device, bytes read + written.
+  const size_t copy_bytes = size_t{1} << 31;
+  void *src, *dst;
+  CHECK(cudaMalloc(&src, copy_bytes));
+  CHECK(cudaMalloc(&dst, copy_bytes));
+  CHECK(cudaMemset(src, 1, copy_bytes));
+  const float copy_ms = median_ms([&] { CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); });
+  const double copy_gbps = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
+  CHECK(cudaFree(src));
+  CHECK(cudaFree(dst));
+
+  // Inputs: 1M bf16 rows (Gaussian with outlier channels), 16 sequences x 64K positions.
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> input(kTokens * 128);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = ref::encode_bf16(normal(rng) * (i % 37 == 3 ? 40.0f : 1.0f));
+  std::vector<int32_t> positions(kTokens), seq(kTokens);
+  for (int64_t t = 0; t < kTokens; ++t) {
+    seq[t] = static_cast<int32_t>(t / kSeqLen);
+    positions[t] = static_cast<int32_t>(t % kSeqLen);
+  }
+  const int64_t pages_per_seq = kSeqLen / kPage, pages = kSeqs * pages_per_seq;
+  std::vector<int32_t> tables(pages);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::shuffle(tables.begin(), tables.end(), rng);
+  std::vector<float> weight(128), bias(128);
+  for (int i = 0; i < 128; ++i) weight[i] = 1.0f + 0.1f * normal(rng), bias[i] = 0.1f * normal(rng);
+
+  const auto upload = [](const auto& host) {
+    using T = typename std::decay_t<decltype(host)>::value_type;
+    T* d;
+    CHECK(cudaMalloc(&d, host.size() * sizeof(T)));
+    CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+  };
+  uint16_t* d_input = upload(input);
+  int32_t* d_pos = upload(positions);
+  int32_t* d_seq = upload(seq);
+  int32_t* d_tables = upload(tables);
+  float* d_weight = upload(weight);
+  float* d_bias = upload(bias);
+  float *d_tmp0, *d_tmp1;
+  CHECK(cudaMalloc(&d_tmp0, kTokens * 128 * sizeof(float)));
+  CHECK(cudaMalloc(&d_tmp1, kTokens * 128 * sizeof(float)));
+
+  std::string json = "{\n  \"gpu\": \"" + std::string(prop.name) + "\",\n  \"tokens\": " +
+                     std::to_string(kTokens) + ",\n  \"copy_bandwidth_gbps\": " + std::to_string(copy_gbps) +
+                     ",\n  \"bytes_counted\": \"bf16 input read + cache bytes written + page table read\",\n  \"cases\": [";
+  bool first = true;
+  for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref", "dsv32-bf16"}) {
+    const ref::Recipe& recipe = ref::preset(name);
+    const ref::RopeTable rope(recipe.rope.table, kSeqLen);
+    std::vector<float> cos(rope.cos(0), rope.cos(0) + kSeqLen * 32), sin(rope.sin(0), rope.sin(0) + kSeqLen * 32);
+    float* d_cos = upload(cos);
+    float* d_sin = upload(sin);
+    const int token_bytes = dev::value_bytes(recipe.key_quant.format) + dev::scale_bytes(recipe.key_quant.format);
+    uint8_t* d_cache;
+    CHECK(cudaMalloc(&d_cache, pages * kPage * token_bytes));
+    dev::KeyStoreArgs a;
+    a.input = d_input;
+    a.input_bf16 = true;
+    a.num_tokens = kTokens;
+    a.positions = d_pos;
+    a.seq = d_seq;
+    a.page_tables = d_tables;
+    a.page_table_stride = pages_per_seq;
+    a.rope_cos = d_cos;
+    a.rope_sin = d_sin;
+    a.norm_weight = d_weight;
+    a.norm_bias = d_bias;
+    a.cache = d_cache;
+    a.page_size = kPage;
+    a.recipe = dev::kernel_recipe(recipe);
+    const float fused_ms = median_ms([&] { dev::launch_key_store(a); });
+    const unsigned blocks = static_cast<unsigned>(kTokens / 8);
+    const float unfused_ms = median_ms([&] {
+      stage_kernel<Stage::kNorm><<<blocks, 256>>>(a, nullptr, d_tmp0);
+      stage_kernel<Stage::kRope><<<blocks, 256>>>(a, d_tmp0, d_tmp1);
+      stage_kernel<Stage::kHadamard><<<blocks, 256>>>(a, d_tmp1, d_tmp0);
+      switch (recipe.key_quant.format) {
+        case ref::StorageFormat::kFp8E4m3fn: store_kernel<ref::StorageFormat::kFp8E4m3fn><<<blocks, 256>>>(a, d_tmp0); break;
+        case ref::StorageFormat::kBf16: store_kernel<ref::StorageFormat::kBf16><<<blocks, 256>>>(a, d_tmp0); break;
+        default: store_kernel<ref::StorageFormat::kFp4E2m1><<<blocks, 256>>>(a, d_tmp0); break;
+      }
+    });
+    CHECK(cudaGetLastError());
+    const double bytes = kTokens * (256.0 + token_bytes) + pages * 4.0;
+    const double gbps = bytes / (fused_ms * 1e-3) / 1e9;
+    char row[1024];
+    std::snprintf(row, sizeof row,
+                  "%s\n    {\"recipe\": \"%s\", \"store_bytes_per_token\": %d, \"fused_ms\": %.4f, "
+                  "\"unfused_ms\": %.4f, \"bytes\": %.0f, \"fused_gbps\": %.1f, \"fraction_of_copy\": %.3f, "
+                  "\"speedup_vs_unfused\": %.2f}",
+                  first ? "" : ",", name, token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
+                  unfused_ms / fused_ms);
+    json += row;
+    first = false;
+    std::printf("%-16s %3d B/token  fused %.3f ms (%.0f GB/s, %.0f%% of copy)  unfused %.3f ms (%.1fx)\n", name,
+                token_bytes, fused_ms, gbps, 100 * gbps / copy_gbps, unfused_ms, unfused_ms / fused_ms);
+    CHECK(cudaFree(d_cache));
+    CHECK(cudaFree(d_cos));
+    CHECK(cudaFree(d_sin));
+  }
+  json += "\n  ]\n}\n";
+  std::printf("copy bandwidth %.0f GB/s\n", copy_gbps);
+  FILE* f = std::fopen(argv[1], "w");
+  if (f == nullptr) return 2;
+  std::fputs(json.c_str(), f);
+  std::fclose(f);
+  return 0;
+}

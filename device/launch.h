@@ -1,0 +1,54 @@
+// File: launch.h
+// Host-side launch helpers shared by the device launchers: argument checks, CUDA error
+// reporting, and the one runtime -> compile-time dispatch on the storage format.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <type_traits>
+
+#include "device/api.h"
+#include "reference/error.h"
+
+namespace dsaf::dev {
+
+inline void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw Error(ErrorKind::kEnvironment, std::string(what) + ": " + cudaGetErrorName(status) + " (" +
+                                             cudaGetErrorString(status) + ")");
+  }
+}
+
+inline void check_launch_args(const ref::QuantSpec& q, const ref::NormSpec& norm, int page_size,
+                              const char* kernel) {
+  const std::string name(kernel);
+  if (q.format == ref::StorageFormat::kNone) throw_bad_input(name + ": storage format 'none' has no kernel");
+  if (q.format == ref::StorageFormat::kFp8E4m3fn && q.block != 128) throw_bad_input(name + ": fp8 block must be 128");
+  if ((q.format == ref::StorageFormat::kFp4E2m1 || q.format == ref::StorageFormat::kFp4SimulatedBf16) &&
+      (q.block != 32 || q.pow2 == ref::ScalePow2::kNone)) {
+    throw_bad_input(name + ": fp4 needs blocks of 32 and a power-of-two scale rule");
+  }
+  if (page_size < 1 || page_size > 256 || (page_size & (page_size - 1)) != 0) {
+    throw_bad_input(name + ": page size must be a power of two in [1, 256]");
+  }
+  (void)norm;
+}
+
+// Calls f(std::integral_constant<StorageFormat, F>{}) for the runtime format.
+template <class F>
+void dispatch_format(ref::StorageFormat format, F f) {
+  using ref::StorageFormat;
+  switch (format) {
+    case StorageFormat::kFp32: return f(std::integral_constant<StorageFormat, StorageFormat::kFp32>{});
+    case StorageFormat::kBf16: return f(std::integral_constant<StorageFormat, StorageFormat::kBf16>{});
+    case StorageFormat::kFp8E4m3fn: return f(std::integral_constant<StorageFormat, StorageFormat::kFp8E4m3fn>{});
+    case StorageFormat::kFp4E2m1: return f(std::integral_constant<StorageFormat, StorageFormat::kFp4E2m1>{});
+    case StorageFormat::kFp4SimulatedBf16:
+      return f(std::integral_constant<StorageFormat, StorageFormat::kFp4SimulatedBf16>{});
+    case StorageFormat::kNone: break;
+  }
+  throw_bad_input("no kernel for this storage format");
+}
+
+}  // namespace dsaf::dev

@@ -1,0 +1,180 @@
+// Device key path and query path against the reference, byte for byte, on random
+// tensors (Gaussian, outlier channels and edge rows), random page layouts and every
+// store format and page-size class of every preset that quantises.
+#include <cstring>
+
+#include "device/api.h"
+#include "oracle/verdict.h"
+#include "reference/numeric/minifloat.h"
+#include "reference/paged_cache.h"
+#include "reference/pipeline.h"
+#include "reference/rope.h"
+#include "tests/device/gpu_test_support.h"
+
+namespace dsaf::test {
+namespace {
+
+using ref::kHeadDim;
+
+struct PageClass {
+  const char* name;
+  std::vector<int> sizes;
+};
+const std::vector<PageClass> kPageClasses = {{"small", {1, 2, 4, 8}}, {"medium", {16, 32, 64}},
+                                             {"large", {128, 256}}};
+
+const std::vector<std::string> kQuantisingPresets = {"dsv32-ref", "dsv32-bf16", "sglang-v32-fused",
+                                                     "vllm-v32", "dsv4-ref", "sglang-v4-fp8",
+                                                     "sglang-v4-bf16", "sglang-v4-fp4"};
+
+class KeyStoreGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
+  DSAF_REQUIRE_GPU();
+  const ref::Recipe& recipe = ref::preset(GetParam());
+  const int kMinTokensPerClass = 10000;
+  std::mt19937 rng(std::hash<std::string>{}(recipe.name));
+  const ref::RopeTable rope(recipe.rope.table, 4096);
+  DeviceBuffer<float> d_cos(std::vector<float>(rope.cos(0), rope.cos(0) + 4096 * 32));
+  DeviceBuffer<float> d_sin(std::vector<float>(rope.sin(0), rope.sin(0) + 4096 * 32));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> weight(kHeadDim), bias(kHeadDim);
+  for (int i = 0; i < kHeadDim; ++i) {
+    weight[i] = 1.0f + 0.2f * normal(rng);
+    bias[i] = 0.1f * normal(rng);
+  }
+  DeviceBuffer<float> d_weight(weight), d_bias(bias);
+  for (const PageClass& page_class : kPageClasses) {
+    int64_t tokens = 0;
+    int batches = 0;
+    while (tokens < kMinTokensPerClass) {
+      const int page_size = page_class.sizes[batches % page_class.sizes.size()];
+      const PagedBatch b = random_batch(rng, page_size, 6, 1500);
+      const int64_t T = static_cast<int64_t>(b.token_seq.size());
+      std::vector<float> input(T * kHeadDim);
+      for (int64_t t = 0; t < T; ++t) random_row(rng, input.data() + t * kHeadDim);
+      const bool bf16_input = batches % 2 == 0;
+      std::vector<uint16_t> bits;
+      if (bf16_input) bits = to_bf16_bits(input);
+
+      // Reference
+      const ref::PagedCacheLayout layout(recipe.key_quant.format, page_size);
+      std::vector<uint8_t> expected(b.num_pages * layout.page_bytes(), 0xAA);
+      const ref::NormParams norm{weight.data(), bias.data()};
+      for (int64_t t = 0; t < T; ++t) {
+        const ref::StoredHead head = ref::run_key_path(recipe, input.data() + t * kHeadDim, b.token_pos[t], norm, rope);
+        layout.store(expected, layout.locate(table_of(b, b.token_seq[t]), b.token_pos[t], b.num_pages), head);
+      }
+      // Device
+      DeviceBuffer<uint8_t> d_cache(std::vector<uint8_t>(expected.size(), 0xAA));
+      DeviceBuffer<float> d_in_f32(bf16_input ? std::vector<float>() : input);
+      DeviceBuffer<uint16_t> d_in_bf16(bf16_input ? bits : std::vector<uint16_t>());
+      DeviceBuffer<int32_t> d_pos(b.token_pos), d_seq(b.token_seq), d_tables(b.page_tables);
+      dev::KeyStoreArgs args;
+      args.input = bf16_input ? static_cast<const void*>(d_in_bf16.get()) : d_in_f32.get();
+      args.input_bf16 = bf16_input;
+      args.num_tokens = T;
+      args.positions = d_pos.get();
+      args.seq = d_seq.get();
+      args.page_tables = d_tables.get();
+      args.page_table_stride = b.pages_per_seq;
+      args.rope_cos = d_cos.get();
+      args.rope_sin = d_sin.get();
+      args.norm_weight = d_weight.get();
+      args.norm_bias = d_bias.get();
+      args.cache = d_cache.get();
+      args.page_size = page_size;
+      args.recipe = dev::kernel_recipe(recipe);
+      dev::launch_key_store(args);
+      const std::vector<uint8_t> actual = d_cache.download();
+
+      oracle::CacheOwnership owners;
+      for (size_t s = 0; s < b.seq_lens.size(); ++s) {
+        owners.page_tables.push_back(table_of(b, static_cast<int>(s)));
+        owners.seq_lens.push_back(b.seq_lens[s]);
+      }
+      const oracle::ByteVerdict v = oracle::compare_paged_cache(layout, owners, expected, actual);
+      ASSERT_TRUE(v.pass) << recipe.name << ", page size " << page_size << ", "
+                          << (bf16_input ? "bf16" : "fp32") << " input, batch " << batches << ":\n"
+                          << v.describe();
+      tokens += T;
+      ++batches;
+    }
+    RecordProperty(std::string(page_class.name) + "_tokens", std::to_string(tokens));
+    std::printf("[ %s ] %s pages: %lld tokens in %d batches, byte-exact\n", recipe.name.c_str(),
+                page_class.name, static_cast<long long>(tokens), batches);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, KeyStoreGpu, ::testing::ValuesIn(kQuantisingPresets),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+class QueryQuantGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QueryQuantGpu, MatchesReferenceCodesScalesAndWeights) {
+  DSAF_REQUIRE_GPU();
+  const ref::Recipe& recipe = ref::preset(GetParam());
+  std::mt19937 rng(std::hash<std::string>{}(recipe.name) + 1);
+  const int H = 64;
+  const int64_t T = 200;  // 12,800 heads
+  const ref::RopeTable rope(recipe.rope.table, 4096);
+  DeviceBuffer<float> d_cos(std::vector<float>(rope.cos(0), rope.cos(0) + 4096 * 32));
+  DeviceBuffer<float> d_sin(std::vector<float>(rope.sin(0), rope.sin(0) + 4096 * 32));
+  std::vector<float> input(T * H * kHeadDim), wproj(T * H);
+  std::vector<int32_t> positions(T);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t r = 0; r < T * H; ++r) random_row(rng, input.data() + r * kHeadDim);
+  for (float& w : wproj) w = normal(rng);
+  for (int32_t& p : positions) p = std::uniform_int_distribution<int>(0, 4095)(rng);
+  const std::vector<uint16_t> bits = to_bf16_bits(input);
+  const int vb = ref::value_bytes_per_head(recipe.query_quant.format);
+  const int sb = ref::scale_bytes_per_head(recipe.query_quant.format);
+  DeviceBuffer<uint16_t> d_in(bits);
+  DeviceBuffer<float> d_wproj(wproj), d_weights(T * H);
+  DeviceBuffer<int32_t> d_pos(positions);
+  DeviceBuffer<uint8_t> d_values(T * H * vb), d_scales(T * H * std::max(sb, 1));
+  dev::QueryArgs args;
+  args.input = d_in.get();
+  args.num_tokens = T;
+  args.num_heads = H;
+  args.positions = d_pos.get();
+  args.wproj = d_wproj.get();
+  args.rope_cos = d_cos.get();
+  args.rope_sin = d_sin.get();
+  args.q_values = d_values.get();
+  args.q_scales = d_scales.get();
+  args.weights = d_weights.get();
+  args.recipe = dev::kernel_recipe(recipe);
+  dev::launch_query_quant(args);
+  const std::vector<uint8_t> values = d_values.download(), scales = d_scales.download();
+  const std::vector<float> weights = d_weights.download();
+  for (int64_t t = 0; t < T; ++t) {
+    const ref::QueryOutput q = ref::run_query_path(recipe, input.data() + t * H * kHeadDim, H,
+                                                   wproj.data() + t * H, positions[t], rope);
+    for (int h = 0; h < H; ++h) {
+      const int64_t row = t * H + h;
+      const std::vector<uint8_t> got_values(values.begin() + row * vb, values.begin() + (row + 1) * vb);
+      ASSERT_EQ(got_values, q.heads[h].value_bytes) << recipe.name << " token " << t << " head " << h;
+      const std::vector<uint8_t> got_scales(scales.begin() + row * sb, scales.begin() + (row + 1) * sb);
+      ASSERT_EQ(got_scales, q.heads[h].scale_bytes) << recipe.name << " token " << t << " head " << h;
+      const float expected_weight = static_cast<float>(q.weights[h]);
+      ASSERT_EQ(0, std::memcmp(&weights[row], &expected_weight, 4))
+          << recipe.name << " token " << t << " head " << h << ": weight " << weights[row] << " vs "
+          << expected_weight;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, QueryQuantGpu, ::testing::ValuesIn(kQuantisingPresets),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace dsaf::test
