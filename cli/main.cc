@@ -17,6 +17,7 @@
 #include "cli/ranges.h"
 #include "oracle/selftest.h"
 #include "oracle/study.h"
+#include "oracle/verify.h"
 #include "reference/error.h"
 #include "reference/recipe.h"
 #include "reference/recipe_json.h"
@@ -247,6 +248,39 @@ int cmd_report(const std::string& results, const std::string& out_dir) {
   return kExitPass;
 }
 
+int cmd_verify(const dsaf::ref::Recipe& recipe, const std::string& kernel_spec, int64_t cases, uint64_t seed,
+               const std::string& json_path, const std::string& command_line) {
+#if defined(DSAF_HAVE_DEVICE)
+  const auto kernel = dsaf::dev::open_kernel(kernel_spec);
+  dsaf::oracle::VerifyConfig config;
+  config.recipe = recipe;
+  config.min_key_tokens = cases;
+  config.seed = seed;
+  fmt::print("verify: {} against recipe {} (seed {})\n", kernel->name(), recipe.name, seed);
+  const dsaf::oracle::VerifyReport report = dsaf::oracle::run_verify(*kernel, config);
+  fmt::print("{}", report.text);
+  if (!json_path.empty()) {
+    nlohmann::json j = report.json;
+    j["kernel"] = kernel->name();
+    j["recipe"] = recipe.name;
+    j["seed"] = seed;
+    j["pass"] = report.pass;
+    j["command"] = command_line;
+    write_file(json_path, j.dump(2) + "\n");
+  }
+  if (!report.pass) {
+    fmt::print("FAILED. Reproduce: dsa-fidelity verify --kernel {} --recipe {} --cases {} --seed {}\n",
+               kernel_spec, recipe.name, cases, seed);
+    return kExitVerdictFailed;
+  }
+  fmt::print("PASSED\n");
+  return kExitPass;
+#else
+  (void)recipe, (void)kernel_spec, (void)cases, (void)seed, (void)json_path, (void)command_line;
+  throw dsaf::Error(dsaf::ErrorKind::kEnvironment, "verify needs the device build (no CUDA compiler at build time)");
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -300,6 +334,17 @@ int main(int argc, char** argv) {
   report->add_option("results", results_path, "sweep.json or needle.json")->required();
   report->add_option("--out", report_out, "output folder")->required();
 
+  std::string verify_recipe, verify_kernel = "builtin", verify_json, verify_recipe_file;
+  int64_t verify_cases = 10000;
+  uint64_t verify_seed = 1;
+  auto* verify = app.add_subcommand("verify", "run a kernel on random tensors and page layouts; compare bytes with the reference");
+  verify->add_option("--recipe", verify_recipe, "recipe the kernel implements")->required();
+  verify->add_option("--recipe-file", verify_recipe_file, "JSON file with more recipes");
+  verify->add_option("--kernel", verify_kernel, "builtin, or a plug-in library (device/kernel_abi.h)");
+  verify->add_option("--cases", verify_cases, "key tokens to check (at least)");
+  verify->add_option("--seed", verify_seed, "random seed");
+  verify->add_option("--json", verify_json, "write the verdicts as JSON");
+
   std::string command_line = "dsa-fidelity";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   try {
@@ -312,6 +357,12 @@ int main(int argc, char** argv) {
     if (*recipes) return cmd_recipes(recipes_json, recipes_file);
     if (*selftest) return cmd_selftest(threads, selftest_json);
     if (*report) return cmd_report(results_path, report_out);
+    if (*verify) {
+      if (verify_cases < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--cases must be >= 1");
+      const auto chosen = resolve_recipes(verify_recipe, verify_recipe_file);
+      if (chosen.size() != 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--recipe takes one recipe");
+      return cmd_verify(chosen[0], verify_kernel, verify_cases, verify_seed, verify_json, command_line);
+    }
     if (*sweep || *needle) {
       if (topk < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--topk must be >= 1");
       if (study_threads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--threads must be >= 1");

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "reference/recipe.h"
 
@@ -88,5 +90,55 @@ struct QueryArgs {
 // not support and (kEnvironment) for CUDA errors, naming the call.
 void launch_key_store(const KeyStoreArgs& args);
 void launch_query_quant(const QueryArgs& args);
+
+}  // namespace dsaf::dev
+
+namespace dsaf::dev {
+
+// ---- Kernel under test: our kernels or a plug-in (device/kernel_abi.h), on host data ----
+
+// One key-path batch in host memory (the layouts of KeyStoreArgs).
+struct HostKeyBatch {
+  std::vector<uint16_t> input_bf16;  // [T][128] bf16 bits, or
+  std::vector<float> input_f32;      // [T][128] fp32 (exactly one of the two is used)
+  bool bf16 = true;
+  std::vector<int32_t> positions, seq, page_tables;
+  int64_t page_table_stride = 0;
+  int page_size = 64;
+  std::vector<float> rope_cos, rope_sin;  // [positions][32]
+  std::vector<float> norm_weight, norm_bias;
+  std::vector<uint8_t> cache;             // initial bytes (num_pages * page bytes)
+  KernelRecipe recipe{};
+};
+
+struct HostQueryBatch {
+  std::vector<uint16_t> input_bf16;  // [T][H][128]
+  int64_t num_tokens = 0;
+  int num_heads = 64;
+  std::vector<int32_t> positions;
+  std::vector<float> wproj;  // [T][H]
+  std::vector<float> rope_cos, rope_sin;
+  KernelRecipe recipe{};
+};
+
+struct HostQueryResult {
+  std::vector<uint8_t> values, scales;
+  std::vector<float> weights;
+};
+
+class KernelUnderTest {
+ public:
+  virtual ~KernelUnderTest() = default;
+  virtual std::string name() const = 0;
+  virtual bool has_query_path() const = 0;
+  // Runs the key path on the batch; returns the cache bytes after it.
+  virtual std::vector<uint8_t> key_store(const HostKeyBatch& batch) const = 0;
+  virtual HostQueryResult query_quant(const HostQueryBatch& batch) const = 0;
+};
+
+// "builtin" (our kernels) or the path of a plug-in shared library. Throws dsaf::Error
+// (kEnvironment) without a CUDA device or when the library cannot be loaded, (kBadInput)
+// when it does not export dsaf_kernel_get for ABI version 1. Defined only in CUDA builds.
+std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec);
 
 }  // namespace dsaf::dev

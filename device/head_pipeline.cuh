@@ -49,6 +49,10 @@ __device__ __forceinline__ float inverse_sqrt(float v, ref::RsqrtKind kind) {
   return kind == ref::RsqrtKind::kSm90Approx ? rsqrtf(v) : __frsqrt_rn(v);
 }
 
+// x / 128 and x * 2^-7 are the same correctly rounded value (128 is a power of two), so
+// the norm multiplies: an IEEE division costs a dozen instructions.
+inline constexpr float kInv128 = 0.0078125f;
+
 // norm.h: RMSNorm y = (x * inv_rms) * w; LayerNorm y = ((x - mean) * inv_std) * w + b.
 __device__ __forceinline__ void norm_head(Head& x, const ref::NormSpec& spec, int lane,
                                           const float* weight, const float* bias) {
@@ -56,22 +60,27 @@ __device__ __forceinline__ void norm_head(Head& x, const ref::NormSpec& spec, in
   float mean = 0.0f;
   Head d;
   if (spec.kind == ref::NormKind::kLayerNorm) {
-    mean = __fdiv_rn(reduce_head(x, spec.order, false, false), 128.0f);
+    mean = __fmul_rn(reduce_head(x, spec.order, false, false), kInv128);
   }
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     d[i] = spec.kind == ref::NormKind::kLayerNorm ? __fsub_rn(x[i], mean) : x[i];
   }
   const float ss = reduce_head(d, spec.order, true, spec.fma_contraction);
-  const float inv = inverse_sqrt(__fadd_rn(__fdiv_rn(ss, 128.0f), spec.eps), spec.rsqrt);
+  const float inv = inverse_sqrt(__fadd_rn(__fmul_rn(ss, kInv128), spec.eps), spec.rsqrt);
+  const float4 w4 = reinterpret_cast<const float4*>(weight)[lane];
+  const float4 b4 = spec.kind == ref::NormKind::kLayerNorm ? reinterpret_cast<const float4*>(bias)[lane]
+                                                           : make_float4(0, 0, 0, 0);
+  const float ws[kPerLane] = {w4.x, w4.y, w4.z, w4.w};
+  const float bs[kPerLane] = {b4.x, b4.y, b4.z, b4.w};
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
-    const float w = weight[kPerLane * lane + i];
+    const float w = ws[i];
     const float scaled = __fmul_rn(d[i], inv);
     if (spec.kind == ref::NormKind::kRmsNorm) {
       x[i] = __fmul_rn(scaled, w);
     } else {
-      const float b = bias[kPerLane * lane + i];
+      const float b = bs[i];
       x[i] = spec.fma_contraction ? __fmaf_rn(scaled, w, b) : __fadd_rn(__fmul_rn(scaled, w), b);
     }
   }
@@ -96,10 +105,13 @@ __device__ __forceinline__ void rope_head(Head& x, int lane, ref::RopePairing pa
   const bool rotary = lane >= first_lane && lane < first_lane + 16;
   if (pairing == ref::RopePairing::kInterleaved) {
     if (!rotary) return;
+    // pair indices 2(lane - first_lane) + {0, 1} of dims (2i, 2i+1)
+    const float2 c2 = reinterpret_cast<const float2*>(cos_row)[lane - first_lane];
+    const float2 s2 = reinterpret_cast<const float2*>(sin_row)[lane - first_lane];
+    const float cs[2] = {c2.x, c2.y}, ss[2] = {s2.x, s2.y};
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
-      const int pair = 2 * (lane - first_lane) + p;  // pair index i of dims (2i, 2i+1)
-      const float a = x[2 * p], b = x[2 * p + 1], c = cos_row[pair], s = sin_row[pair];
+      const float a = x[2 * p], b = x[2 * p + 1], c = cs[p], s = ss[p];
       x[2 * p] = two_products(a, c, b, s, -1.0f, fma);
       x[2 * p + 1] = two_products(a, s, b, c, 1.0f, fma);
     }
@@ -112,10 +124,13 @@ __device__ __forceinline__ void rope_head(Head& x, int lane, ref::RopePairing pa
   for (int i = 0; i < kPerLane; ++i) partner[i] = __shfl_xor_sync(kFullMask, x[i], 8);
   if (!rotary) return;
   const bool first_half = ((lane - first_lane) & 8) == 0;
+  // pair indices 4((lane - first_lane) & 7) + i
+  const float4 c4 = reinterpret_cast<const float4*>(cos_row)[(lane - first_lane) & 7];
+  const float4 s4 = reinterpret_cast<const float4*>(sin_row)[(lane - first_lane) & 7];
+  const float cs[kPerLane] = {c4.x, c4.y, c4.z, c4.w}, ss[kPerLane] = {s4.x, s4.y, s4.z, s4.w};
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
-    const int pair = kPerLane * ((lane - first_lane) & 7) + i;
-    const float c = cos_row[pair], s = sin_row[pair];
+    const float c = cs[i], s = ss[i];
     if (first_half) {  // holds a, partner holds b: a' = a*c - b*s
       x[i] = two_products(x[i], c, partner[i], s, -1.0f, fma);
     } else {           // holds b, partner holds a: b' = a*s + b*c
@@ -170,8 +185,12 @@ __device__ __forceinline__ int ue8m0_byte(float raw, ref::ScalePow2 pow2) {
 
 __device__ __forceinline__ float pow2_scale(int byte) { return __uint_as_float(static_cast<unsigned>(byte) << 23); }
 
-__device__ __forceinline__ float apply_scale(float x, float scale, ref::ScaleApply apply) {
-  return apply == ref::ScaleApply::kDivide ? __fdiv_rn(x, scale) : __fmul_rn(x, __frcp_rn(scale));
+// x / scale (kDivide) or x * fl(1/scale) (kTimesReciprocal). `inv` = fl(1/scale) is computed
+// once per block; for a power-of-two scale it is exact and x / scale == x * inv, so the
+// multiply serves both modes.
+__device__ __forceinline__ float apply_scale(float x, float scale, float inv, bool pow2,
+                                             ref::ScaleApply apply) {
+  return apply == ref::ScaleApply::kDivide && !pow2 ? __fdiv_rn(x, scale) : __fmul_rn(x, inv);
 }
 
 // e2m1 code of v (sign bit 3): nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating; ties to
@@ -219,12 +238,15 @@ __device__ __forceinline__ void store_head(const Head& x, int lane, const ref::Q
     const float raw = raw_scale(amax, q, 448.0f, 1.0f / 448.0f);
     const float scale = q.pow2 == ref::ScalePow2::kNone ? raw : pow2_scale(ue8m0_byte(raw, q.pow2));
     const __nv_saturation_t sat = q.saturation == ref::Saturation::kSatFinite ? __NV_SATFINITE : __NV_NOSAT;
-    unsigned packed = 0;
+    const bool pow2 = q.pow2 != ref::ScalePow2::kNone;
+    const float inv = __frcp_rn(scale);
+    float v[kPerLane];
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const unsigned code = __nv_cvt_float_to_fp8(apply_scale(x[i], scale, q.apply), sat, __NV_E4M3);
-      packed |= code << (8 * i);
-    }
+    for (int i = 0; i < kPerLane; ++i) v[i] = apply_scale(x[i], scale, inv, pow2, q.apply);
+    // cvt.rn(.satfinite).e4m3x2: two codes per instruction, .x in the low byte
+    const unsigned lo = __nv_cvt_float2_to_fp8x2(make_float2(v[0], v[1]), sat, __NV_E4M3);
+    const unsigned hi = __nv_cvt_float2_to_fp8x2(make_float2(v[2], v[3]), sat, __NV_E4M3);
+    const unsigned packed = lo | (hi << 16);
     reinterpret_cast<unsigned*>(values)[lane] = packed;
     if (lane == 0) *reinterpret_cast<float*>(scales) = scale;
   } else {  // kFp4E2m1, kFp4SimulatedBf16: blocks of 32 values = 8 lanes
@@ -235,8 +257,9 @@ __device__ __forceinline__ void store_head(const Head& x, int lane, const ref::Q
     const int byte = ue8m0_byte(raw_scale(amax, q, 6.0f, 1.0f / 6.0f), q.pow2);
     const float scale = pow2_scale(byte);
     unsigned codes[kPerLane];
+    const float inv = __frcp_rn(scale);  // exact: the scale is a power of two
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) codes[i] = e2m1_code(apply_scale(x[i], scale, q.apply), q.fp4_rounding);
+    for (int i = 0; i < kPerLane; ++i) codes[i] = e2m1_code(apply_scale(x[i], scale, inv, true, q.apply), q.fp4_rounding);
     if constexpr (kFormat == ref::StorageFormat::kFp4E2m1) {
       const unsigned short packed = static_cast<unsigned short>(
           codes[0] | (codes[1] << 4) | (codes[2] << 8) | (codes[3] << 12));

@@ -125,6 +125,23 @@ std::vector<std::pair<std::string, Recipe>> single_field_changes(const Recipe& r
                                    ? ref::Rounding::kNearestTiesTowardZero
                                    : ref::Rounding::kNearestEven;
   });
+  // The query path's fields (verify names query-side bugs with them too).
+  for (auto d : {ScaleDivisor::kDivide, ScaleDivisor::kTimesReciprocal}) {
+    with([&](Recipe& r) { r.query_quant.divisor = d; });
+  }
+  for (auto p : {ScalePow2::kNone, ScalePow2::kExponentBitsCeil, ScalePow2::kLog2Ceil}) {
+    with([&](Recipe& r) { r.query_quant.pow2 = p; });
+  }
+  for (auto a : {ScaleApply::kDivide, ScaleApply::kTimesReciprocal}) {
+    with([&](Recipe& r) { r.query_quant.apply = a; });
+  }
+  for (float floor : {1e-4f, 1e-10f}) with([&](Recipe& r) { r.query_quant.amax_floor = floor; });
+  with([](Recipe& r) { r.query_rounding.rope = !r.query_rounding.rope; });
+  with([](Recipe& r) { r.query_rounding.hadamard = !r.query_rounding.hadamard; });
+  with([](Recipe& r) {
+    r.weights_fold = r.weights_fold == ref::WeightsFold::kSeparateFactors ? ref::WeightsFold::kCombinedConstant
+                                                                           : ref::WeightsFold::kSeparateFactors;
+  });
   std::vector<std::pair<std::string, Recipe>> out;
   for (Recipe& r : variants) {
     const std::string change = describe_change(recipe, r);

@@ -48,8 +48,8 @@ std::vector<uint8_t> expected_cache(const ref::Recipe& recipe, const KeyObservat
 
 Detection detect_key_recipe(const KeyObservation& obs, const std::vector<ref::Recipe>& candidates);
 
-// Every single-field alternative of a recipe that changes key-cache bytes, named by the
-// JSON path and values of the change.
+// Every single-field alternative of a recipe (key and query path fields), named by the
+// JSON path and values of the change; alternatives that fail Recipe::validate are left out.
 std::vector<std::pair<std::string, ref::Recipe>> single_field_changes(const ref::Recipe& recipe);
 
 }  // namespace dsaf::oracle

@@ -19,7 +19,17 @@ echo "gpu tests: $(tail -1 "$out/$stamp-gpu-tests.log")"; grep -E '^\[ (sglang|d
 for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/device_gpu_test" \
     --gtest_filter='*QueryQuantGpu*sglang_v4_fp8*:*KeyStoreGpu*dsv4_ref*' > "$out/$stamp-sanitizer-$tool.log" 2>&1
-  echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY' "$out/$stamp-sanitizer-$tool.log" | tail -1))"
+  echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-$tool.log" | tail -1))"
+done
+for recipe in dsv32-ref dsv32-bf16 sglang-v32-fused vllm-v32 dsv4-ref sglang-v4-fp8 sglang-v4-bf16 sglang-v4-fp4; do
+  "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_example_plugin.so" --recipe $recipe --cases 10000 \
+    --json "$out/$stamp-verify-$recipe.json" > "$out/$stamp-verify-$recipe.log" 2>&1
+  echo "verify example plug-in, $recipe: exit $? — $(grep -E '^key cache' "$out/$stamp-verify-$recipe.log")"
+done
+for bug in wrong_reciprocal wrong_offset; do
+  "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_${bug}_plugin.so" --recipe sglang-v4-fp8 \
+    --cases 10000 > "$out/$stamp-verify-$bug.log" 2>&1
+  echo "verify $bug plug-in: exit $?"; grep -E 'explained|MISMATCH' "$out/$stamp-verify-$bug.log" | head -4
 done
 "$build/bench/key_store_bench" "$out/$stamp-key-store-bench.json"
 python3 bench/torch_key_path.py > "$out/$stamp-torch-key-path.json" && cat "$out/$stamp-torch-key-path.json"

@@ -118,3 +118,22 @@ TEST(CliStudies, SmallNeedleAndSweepRunAndWriteResults) {
 }
 
 }  // namespace
+
+namespace {
+
+// verify needs a GPU: without one (CI) it exits 2 with one line; with one (the GPU host)
+// our own kernels pass.
+TEST(CliVerify, ExitsTwoWithoutAGpuAndPassesOurKernelsWithOne) {
+  const CliRun r = run_capturing_stderr("verify --recipe sglang-v4-fp8 --cases 2000");
+  if (r.exit_code == 2) {
+    EXPECT_TRUE(r.out.find("needs a GPU") != std::string::npos ||
+                r.out.find("needs the device build") != std::string::npos)
+        << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  } else {
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+  }
+  EXPECT_EQ(run_capturing_stderr("verify --recipe no-such-recipe").exit_code, 2);
+}
+
+}  // namespace

@@ -1,0 +1,90 @@
+/* File: kernel_abi.h
+ * The versioned C ABI through which `dsa-fidelity verify --kernel lib.so` loads an
+ * external implementation of the indexer's key path (and, optionally, query path) and
+ * checks it byte for byte against the reference. Plain C, so any toolchain can build a
+ * plug-in; all pointers are device pointers; layouts are those of reference/paged_cache.h
+ * and device/api.h.
+ *
+ * A plug-in exports one symbol:
+ *   const dsaf_kernel_v1* dsaf_kernel_get(uint32_t abi_version);
+ * returning NULL when it does not speak `abi_version`. Functions return 0 on success and
+ * a nonzero code on failure, with a message from last_error().
+ *
+ * Enum values are the numeric values of the dsaf::ref enums (reference/recipe.h and
+ * reference/numeric/minifloat.h); DSAF_KERNEL_ABI_VERSION changes whenever a field or an
+ * enum value does. */
+#ifndef DSAF_DEVICE_KERNEL_ABI_H_
+#define DSAF_DEVICE_KERNEL_ABI_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DSAF_KERNEL_ABI_VERSION 1u
+
+typedef struct {
+  int32_t format;          /* StorageFormat */
+  int32_t block;
+  float amax_floor;
+  int32_t divisor;         /* ScaleDivisor */
+  int32_t pow2;            /* ScalePow2 */
+  int32_t apply;           /* ScaleApply */
+  int32_t saturation;      /* Saturation */
+  int32_t fp4_rounding;    /* Rounding */
+} dsaf_quant_v1;
+
+typedef struct {
+  uint8_t input, norm, rope, hadamard; /* round to bf16 after each stage (0/1) */
+} dsaf_rounding_v1;
+
+typedef struct {
+  dsaf_rounding_v1 key_rounding, query_rounding;
+  int32_t norm_kind;       /* NormKind */
+  float norm_eps;
+  int32_t norm_order;      /* ReductionOrder */
+  int32_t norm_fma;        /* 0/1 */
+  int32_t rsqrt;           /* RsqrtKind */
+  int32_t rope_pairing;    /* RopePairing */
+  int32_t rope_placement;  /* RopePlacement */
+  int32_t rope_fma;        /* ContractedProduct */
+  int32_t hadamard;        /* 0/1 */
+  dsaf_quant_v1 key_quant, query_quant;
+  int32_t weights;         /* WeightsPrecision */
+  int32_t weights_fold;    /* WeightsFold */
+} dsaf_recipe_v1;
+
+typedef struct {
+  const void* input; int32_t input_bf16; int64_t num_tokens;
+  const int32_t* positions; const int32_t* seq;
+  const int32_t* page_tables; int64_t page_table_stride;
+  const float* rope_cos; const float* rope_sin;   /* [positions][32] */
+  const float* norm_weight; const float* norm_bias;
+  uint8_t* cache; int32_t page_size;
+  dsaf_recipe_v1 recipe;
+} dsaf_key_store_args_v1;
+
+typedef struct {
+  const void* input; int32_t input_bf16; int64_t num_tokens; int32_t num_heads;
+  const int32_t* positions; const float* wproj;
+  const float* rope_cos; const float* rope_sin;
+  uint8_t* q_values; uint8_t* q_scales; float* weights;
+  dsaf_recipe_v1 recipe;
+} dsaf_query_args_v1;
+
+typedef struct {
+  uint32_t abi_version;
+  const char* name;
+  int (*key_store)(const dsaf_key_store_args_v1* args);
+  int (*query_quant)(const dsaf_query_args_v1* args); /* may be NULL */
+  const char* (*last_error)(void);
+} dsaf_kernel_v1;
+
+typedef const dsaf_kernel_v1* (*dsaf_kernel_get_fn)(uint32_t abi_version);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DSAF_DEVICE_KERNEL_ABI_H_ */

@@ -1,0 +1,130 @@
+// File: kernel_under_test.cu — open_kernel() (api.h): our kernels or a dlopen'ed plug-in,
+// both through the C ABI table, run on host batches (upload, call, download).
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <memory>
+
+#include "device/api.h"
+#include "device/kernel_abi.h"
+#include "device/kernel_abi_convert.h"
+#include "device/launch.h"
+#include "device/plugins/abi_kernels.cuh"
+
+namespace dsaf::dev {
+namespace {
+
+template <class T>
+class Device {
+ public:
+  explicit Device(const std::vector<T>& host) : count_(host.size()) {
+    check_cuda(cudaMalloc(&ptr_, std::max<size_t>(1, count_) * sizeof(T)), "cudaMalloc");
+    if (count_) check_cuda(cudaMemcpy(ptr_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
+  explicit Device(size_t count) : Device(std::vector<T>(count)) {}
+  ~Device() { cudaFree(ptr_); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  T* get() const { return ptr_; }
+  std::vector<T> download() const {
+    std::vector<T> host(count_);
+    check_cuda(cudaDeviceSynchronize(), "kernel under test");
+    if (count_) check_cuda(cudaMemcpy(host.data(), ptr_, count_ * sizeof(T), cudaMemcpyDeviceToHost), "download");
+    return host;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t count_;
+};
+
+class AbiKernel : public KernelUnderTest {
+ public:
+  AbiKernel(const dsaf_kernel_v1* table, void* library) : table_(table), library_(library) {}
+  ~AbiKernel() override {
+    if (library_ != nullptr) dlclose(library_);
+  }
+  std::string name() const override { return table_->name ? table_->name : "(unnamed)"; }
+  bool has_query_path() const override { return table_->query_quant != nullptr; }
+
+  std::vector<uint8_t> key_store(const HostKeyBatch& b) const override {
+    Device<uint16_t> in_bf16(b.input_bf16);
+    Device<float> in_f32(b.input_f32);
+    Device<int32_t> positions(b.positions), seq(b.seq), tables(b.page_tables);
+    Device<float> cos(b.rope_cos), sin(b.rope_sin), weight(b.norm_weight), bias(b.norm_bias);
+    Device<uint8_t> cache(b.cache);
+    dsaf_key_store_args_v1 a{};
+    a.input = b.bf16 ? static_cast<const void*>(in_bf16.get()) : in_f32.get();
+    a.input_bf16 = b.bf16;
+    a.num_tokens = static_cast<int64_t>(b.positions.size());
+    a.positions = positions.get();
+    a.seq = seq.get();
+    a.page_tables = tables.get();
+    a.page_table_stride = b.page_table_stride;
+    a.rope_cos = cos.get();
+    a.rope_sin = sin.get();
+    a.norm_weight = b.norm_weight.empty() ? nullptr : weight.get();
+    a.norm_bias = b.norm_bias.empty() ? nullptr : bias.get();
+    a.cache = cache.get();
+    a.page_size = b.page_size;
+    a.recipe = to_abi(b.recipe);
+    if (table_->key_store(&a) != 0) fail("key_store");
+    return cache.download();
+  }
+
+  HostQueryResult query_quant(const HostQueryBatch& b) const override {
+    if (!has_query_path()) throw Error(ErrorKind::kBadInput, name() + " has no query path");
+    const int64_t rows = b.num_tokens * b.num_heads;
+    const int vb = value_bytes(b.recipe.query_quant.format), sb = scale_bytes(b.recipe.query_quant.format);
+    Device<uint16_t> in(b.input_bf16);
+    Device<int32_t> positions(b.positions);
+    Device<float> wproj(b.wproj), cos(b.rope_cos), sin(b.rope_sin), weights(rows);
+    Device<uint8_t> values(rows * vb), scales(rows * sb);
+    dsaf_query_args_v1 a{};
+    a.input = in.get();
+    a.input_bf16 = 1;
+    a.num_tokens = b.num_tokens;
+    a.num_heads = b.num_heads;
+    a.positions = positions.get();
+    a.wproj = wproj.get();
+    a.rope_cos = cos.get();
+    a.rope_sin = sin.get();
+    a.q_values = values.get();
+    a.q_scales = scales.get();
+    a.weights = weights.get();
+    a.recipe = to_abi(b.recipe);
+    if (table_->query_quant(&a) != 0) fail("query_quant");
+    return {values.download(), scales.download(), weights.download()};
+  }
+
+ private:
+  [[noreturn]] void fail(const char* what) const {
+    throw Error(ErrorKind::kEnvironment, name() + ": " + what + " failed: " +
+                                             (table_->last_error ? table_->last_error() : "(no message)"));
+  }
+  const dsaf_kernel_v1* table_;
+  void* library_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
+  const GpuInfo gpu = query_gpu();
+  if (gpu.device_count == 0) {
+    throw Error(ErrorKind::kEnvironment,
+                "this needs a GPU: no CUDA device (" + (gpu.error.empty() ? "0 devices" : gpu.error) + ")");
+  }
+  if (spec == "builtin") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect>("builtin"), nullptr);
+  void* library = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) throw Error(ErrorKind::kEnvironment, "cannot load '" + spec + "': " + dlerror());
+  const auto get = reinterpret_cast<dsaf_kernel_get_fn>(dlsym(library, "dsaf_kernel_get"));
+  const dsaf_kernel_v1* table = get ? get(DSAF_KERNEL_ABI_VERSION) : nullptr;
+  if (table == nullptr || table->abi_version != DSAF_KERNEL_ABI_VERSION || table->key_store == nullptr) {
+    dlclose(library);
+    throw Error(ErrorKind::kBadInput, "'" + spec + "' does not export dsaf_kernel_get for ABI version " +
+                                          std::to_string(DSAF_KERNEL_ABI_VERSION));
+  }
+  return std::make_unique<AbiKernel>(table, library);
+}
+
+}  // namespace dsaf::dev
