@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "device/api.h"
-#include "device/head_math.cuh"
+#include "device/head_pipeline.cuh"
 #include "reference/numeric/minifloat.h"
 #include "reference/rope.h"
 
@@ -59,39 +59,39 @@ enum class Stage { kNorm, kRope, kHadamard };
 
 template <Stage kStage>
 __global__ void stage_kernel(const dev::KeyStoreArgs a, const float* in, float* out) {
-  const int64_t token = static_cast<int64_t>(blockIdx.x) * 128 + threadIdx.x;
+  const int lane = threadIdx.x % 32;
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
   if (token >= a.num_tokens) return;
   dev::Head x;
   if constexpr (kStage == Stage::kNorm) {
-    dev::load_head(static_cast<const uint8_t*>(a.input) + token * 256, true, x);
-    dev::norm_head(x, a.recipe.key_norm, a.norm_weight, a.norm_bias);
+    dev::load_head(static_cast<const uint8_t*>(a.input) + token * 256, true, lane, x);
+    dev::norm_head(x, a.recipe.key_norm, lane, a.norm_weight, a.norm_bias);
   } else {
-    dev::load_head(in + token * 128, false, x);
+    dev::load_head(in + token * 128, false, lane, x);
     if constexpr (kStage == Stage::kRope) {
       const int p = a.positions[token];
-      dev::rope_head(x, a.recipe.rope_pairing, a.recipe.rope_placement, a.recipe.rope_fma, a.rope_cos + p * 32,
-                     a.rope_sin + p * 32);
+      dev::rope_head(x, lane, a.recipe.rope_pairing, a.recipe.rope_placement, a.recipe.rope_fma,
+                     a.rope_cos + p * 32, a.rope_sin + p * 32);
     } else {
-      dev::hadamard_head(x);
+      dev::hadamard_head(x, lane);
     }
   }
-  float4* row = reinterpret_cast<float4*>(out + token * 128);
-#pragma unroll
-  for (int v = 0; v < 32; ++v) row[v] = make_float4(x[4 * v], x[4 * v + 1], x[4 * v + 2], x[4 * v + 3]);
+  reinterpret_cast<float4*>(out + token * 128)[lane] = make_float4(x[0], x[1], x[2], x[3]);
 }
 
 template <ref::StorageFormat kFormat>
 __global__ void store_kernel(const dev::KeyStoreArgs a, const float* in) {
-  const int64_t token = static_cast<int64_t>(blockIdx.x) * 128 + threadIdx.x;
+  const int lane = threadIdx.x % 32;
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
   if (token >= a.num_tokens) return;
   dev::Head x;
-  dev::load_head(in + token * 128, false, x);
+  dev::load_head(in + token * 128, false, lane, x);
   const int position = a.positions[token];
   const int64_t page = a.page_tables[a.seq[token] * a.page_table_stride + position / a.page_size];
   const int offset = position % a.page_size;
   constexpr int vb = dev::value_bytes(kFormat), sb = dev::scale_bytes(kFormat);
   uint8_t* base = a.cache + page * a.page_size * (vb + sb);
-  dev::store_head<kFormat>(x, a.recipe.key_quant, base + offset * vb, base + a.page_size * vb + offset * sb);
+  dev::store_head<kFormat>(x, lane, a.recipe.key_quant, base + offset * vb, base + a.page_size * vb + offset * sb);
 }
 
 }  // namespace
@@ -178,15 +178,15 @@ int main(int argc, char** argv) {
     a.page_size = kPage;
     a.recipe = dev::kernel_recipe(recipe);
     const float fused_ms = median_ms([&] { dev::launch_key_store(a); });
-    const unsigned blocks = static_cast<unsigned>(kTokens / 128);
+    const unsigned blocks = static_cast<unsigned>(kTokens / 8);
     const float unfused_ms = median_ms([&] {
-      stage_kernel<Stage::kNorm><<<blocks, 128>>>(a, nullptr, d_tmp0);
-      stage_kernel<Stage::kRope><<<blocks, 128>>>(a, d_tmp0, d_tmp1);
-      stage_kernel<Stage::kHadamard><<<blocks, 128>>>(a, d_tmp1, d_tmp0);
+      stage_kernel<Stage::kNorm><<<blocks, 256>>>(a, nullptr, d_tmp0);
+      stage_kernel<Stage::kRope><<<blocks, 256>>>(a, d_tmp0, d_tmp1);
+      stage_kernel<Stage::kHadamard><<<blocks, 256>>>(a, d_tmp1, d_tmp0);
       switch (recipe.key_quant.format) {
-        case ref::StorageFormat::kFp8E4m3fn: store_kernel<ref::StorageFormat::kFp8E4m3fn><<<blocks, 128>>>(a, d_tmp0); break;
-        case ref::StorageFormat::kBf16: store_kernel<ref::StorageFormat::kBf16><<<blocks, 128>>>(a, d_tmp0); break;
-        default: store_kernel<ref::StorageFormat::kFp4E2m1><<<blocks, 128>>>(a, d_tmp0); break;
+        case ref::StorageFormat::kFp8E4m3fn: store_kernel<ref::StorageFormat::kFp8E4m3fn><<<blocks, 256>>>(a, d_tmp0); break;
+        case ref::StorageFormat::kBf16: store_kernel<ref::StorageFormat::kBf16><<<blocks, 256>>>(a, d_tmp0); break;
+        default: store_kernel<ref::StorageFormat::kFp4E2m1><<<blocks, 256>>>(a, d_tmp0); break;
       }
     });
     CHECK(cudaGetLastError());

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "device/api.h"
-#include "device/head_math.cuh"
+#include "device/head_pipeline.cuh"
 #include "device/kernel_abi.h"
 #include "device/kernel_abi_convert.h"
 
