@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct PagedSequences {
 };
 
 rc::Gen<PagedSequences> gen_paged_sequences(int max_seqs, int max_len);
+
+// RapidCheck prints counterexamples through showValue (found by argument-dependent lookup).
+inline void showValue(const PagedSequences& l, std::ostream& os) { os << l.describe(); }
 
 // The page of slot `pos` of sequence `s`, and the offset in it.
 inline int32_t page_of(const PagedSequences& l, int s, int64_t pos) { return l.page_tables[s][pos / l.page_size]; }

@@ -4,7 +4,8 @@
 # `scripts/gpu_host.sh --fetch`), are unpacked into a private prefix, and GoogleTest is
 # built from the source the googletest package ships.
 #   scripts/gpu_host.sh --fetch      (networked machine) download the .debs into .deps/debs
-#   scripts/gpu_host.sh [BUILD_DIR]  (GPU host) unpack, build for sm_90a, run every test
+#   scripts/gpu_host.sh [BUILD_DIR [TARGET]]  (GPU host) unpack, build for sm_90a (all, or
+#                                    one TARGET), and run every test (all targets only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 debs=.deps/debs
@@ -31,5 +32,9 @@ export LD_LIBRARY_PATH="$lib:$lib/hdf5/serial:${LD_LIBRARY_PATH:-}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix/usr;$lib/hdf5/serial" -DHDF5_ROOT="$lib/hdf5/serial" \
   -DCMAKE_CUDA_ARCHITECTURES=90a
+if [ -n "${2:-}" ]; then
+  cmake --build "$build" -j"$(nproc)" --target "$2"
+  exit 0
+fi
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)"

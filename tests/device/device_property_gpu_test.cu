@@ -1,0 +1,96 @@
+// Device == reference, byte for byte, as a RapidCheck property over generated valid
+// recipes, page layouts and activation rows (CTest label gpu). DSAF_PROPERTY_SCALE
+// multiplies the cases (100 x scale; default 1 here); a failure prints the shrunk
+// layout and recipe, the RapidCheck reproduce string and a `dsa-fidelity verify` command.
+#include <cstdlib>
+
+#include <rapidcheck.h>
+
+#include "oracle/verdict.h"
+#include "properties/page_layout.h"
+#include "properties/recipe_gen.h"
+#include "properties/reference_cache.h"
+#include "reference/recipe_json.h"
+#include "tests/device/gpu_test_support.h"
+
+namespace dsaf::test {
+namespace {
+
+TEST(DevicePropertyGpu, KeyCacheEqualsReferenceForGeneratedRecipesAndLayouts) {
+  DSAF_REQUIRE_GPU();
+  const char* scale = std::getenv("DSAF_PROPERTY_SCALE");
+  const long cases = 100 * (scale ? std::max(1L, std::strtol(scale, nullptr, 10)) : 1);
+  int64_t checked_tokens = 0;
+  const bool ok = rc::check("device key cache == reference", [&] {
+    const ref::Recipe recipe = *properties::gen_recipe();
+    const properties::PagedSequences l = *properties::gen_paged_sequences(4, 200);
+    properties::KeyInputs in;
+    for (int64_t t = 0; t < l.tokens(); ++t) in.rows.push_back(*properties::gen_activation_row());
+    const bool bf16 = *rc::gen::arbitrary<bool>();
+    if (bf16) {
+      for (auto& row : in.rows) to_bf16_bits(row);  // the reference sees the bf16 values
+    }
+    const std::vector<uint8_t> expected = properties::reference_key_cache(recipe, l, in);
+
+    dev::HostKeyBatch b;
+    std::vector<float> flat;
+    for (const auto& row : in.rows) flat.insert(flat.end(), row.begin(), row.end());
+    b.bf16 = bf16;
+    if (bf16) {
+      b.input_bf16 = to_bf16_bits(flat);
+    } else {
+      b.input_f32 = flat;
+    }
+    int64_t stride = 1;
+    for (const auto& table : l.page_tables) stride = std::max<int64_t>(stride, table.size());
+    for (size_t s = 0; s < l.page_tables.size(); ++s) {
+      std::vector<int32_t> padded = l.page_tables[s];
+      padded.resize(stride, 0);
+      b.page_tables.insert(b.page_tables.end(), padded.begin(), padded.end());
+    }
+    b.page_table_stride = stride;
+    properties::for_each_token(l, [&](int s, int64_t pos, int64_t) {
+      b.seq.push_back(s);
+      b.positions.push_back(static_cast<int32_t>(pos));
+    });
+    b.page_size = l.page_size;
+    int64_t longest = 1;
+    for (int64_t len : l.seq_lens) longest = std::max(longest, len);
+    const ref::RopeTable rope(recipe.rope.table, static_cast<int>(longest));
+    b.rope_cos.assign(rope.cos(0), rope.cos(0) + longest * 32);
+    b.rope_sin.assign(rope.sin(0), rope.sin(0) + longest * 32);
+    b.norm_weight = in.norm_weight;
+    b.norm_bias = in.norm_bias;
+    b.cache.assign(expected.size(), 0xAA);
+    b.recipe = dev::kernel_recipe(recipe);
+    static const auto kernel = dev::open_kernel("builtin");
+    const std::vector<uint8_t> actual = kernel->key_store(b);
+    oracle::CacheOwnership owners{l.page_tables, l.seq_lens};
+    const oracle::ByteVerdict v =
+        oracle::compare_paged_cache(ref::PagedCacheLayout(recipe.key_quant.format, l.page_size), owners, expected, actual);
+    checked_tokens += l.tokens();
+    if (!v.pass) {
+      RC_LOG() << "recipe: " << ref::recipe_to_json(recipe).dump() << "\n" << v.describe() << "\n"
+               << "as a file for: dsa-fidelity verify --kernel builtin --recipe-file R.json --recipe generated\n";
+      RC_FAIL("device key cache differs from the reference");
+    }
+  });
+  // rc::check reads max_success from RC_PARAMS; the scale is reported for the record.
+  std::printf("device property: %ld-case budget (DSAF_PROPERTY_SCALE), %lld tokens checked\n", cases,
+              static_cast<long long>(checked_tokens));
+  EXPECT_TRUE(ok);
+}
+
+}  // namespace
+}  // namespace dsaf::test
+
+// RapidCheck's case count: 100 x DSAF_PROPERTY_SCALE unless RC_PARAMS is set.
+int main(int argc, char** argv) {
+  if (std::getenv("RC_PARAMS") == nullptr) {
+    const char* scale = std::getenv("DSAF_PROPERTY_SCALE");
+    const long factor = scale ? std::max(1L, std::strtol(scale, nullptr, 10)) : 1;
+    setenv("RC_PARAMS", ("max_success=" + std::to_string(100 * factor)).c_str(), 1);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
