@@ -3,6 +3,7 @@
 // multiplies the cases (100 x scale; default 1 here); a failure prints the shrunk
 // layout and recipe, the RapidCheck reproduce string and a `dsa-fidelity verify` command.
 #include <cstdlib>
+#include <fstream>
 
 #include <rapidcheck.h>
 
@@ -70,8 +71,12 @@ TEST(DevicePropertyGpu, KeyCacheEqualsReferenceForGeneratedRecipesAndLayouts) {
         oracle::compare_paged_cache(ref::PagedCacheLayout(recipe.key_quant.format, l.page_size), owners, expected, actual);
     checked_tokens += l.tokens();
     if (!v.pass) {
-      RC_LOG() << "recipe: " << ref::recipe_to_json(recipe).dump() << "\n" << v.describe() << "\n"
-               << "as a file for: dsa-fidelity verify --kernel builtin --recipe-file R.json --recipe generated\n";
+      // The failing recipe as a file, and the verify command that runs it on its own cases.
+      const std::string path = ::testing::TempDir() + "dsaf_failing_recipe.json";
+      std::ofstream(path) << ref::recipe_to_json(recipe).dump(2) << "\n";
+      RC_LOG() << "layout: " << l.describe() << "\n" << v.describe() << "\n"
+               << "reproduce the recipe with: dsa-fidelity verify --kernel builtin --recipe-file " << path
+               << " --recipe generated --seed 1\n";
       RC_FAIL("device key cache differs from the reference");
     }
   });
