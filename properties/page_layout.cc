@@ -25,13 +25,21 @@ std::string PagedSequences::describe() const {
   return out;
 }
 
-rc::Gen<PagedSequences> gen_paged_sequences(int max_seqs, int max_len) {
+rc::Gen<PagedSequences> gen_paged_sequences(int max_seqs, int max_len, bool boundary_lengths) {
   return rc::gen::exec([=] {
     PagedSequences l;
     // Shrinks toward k = 0, i.e. pages of 8 tokens (2^3), then walks 16..256, 1, 2, 4.
     l.page_size = 1 << ((*rc::gen::inRange(0, 9) + 3) % 9);
     const int seqs = *rc::gen::inRange(1, max_seqs + 1);
-    for (int s = 0; s < seqs; ++s) l.seq_lens.push_back(*rc::gen::inRange<int64_t>(1, max_len + 1));
+    for (int s = 0; s < seqs; ++s) {
+      if (!boundary_lengths) {
+        l.seq_lens.push_back(*rc::gen::inRange<int64_t>(1, max_len + 1));
+        continue;
+      }
+      // A whole number of pages, or one token either side of it.
+      const int64_t pages = *rc::gen::inRange<int64_t>(1, std::max<int64_t>(2, max_len / l.page_size + 1));
+      l.seq_lens.push_back(std::clamp<int64_t>(pages * l.page_size + *rc::gen::element(0, -1, 1), 1, max_len));
+    }
     const int spare = *rc::gen::inRange(0, 4);
     l.num_pages = l.used_pages() + spare;
     // Page order from generated sort keys: all-equal keys (the shrink target) keep the

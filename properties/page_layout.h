@@ -1,6 +1,7 @@
 // File: page_layout.h
 // RapidCheck generators of paged-cache layouts and of indexer input rows.
-// Layouts: 1..max_seqs sequences of 1..max_len tokens, each with its own page table
+// Layouts: 1..max_seqs sequences of 1..max_len tokens (with `boundary_lengths`: a whole
+// number of pages, or one token either side of it), each with its own page table
 // drawn from a shuffled pool with up to 3 spare pages (gaps no sequence uses). Every
 // component shrinks toward a small, readable case: one sequence, one token, pages of 8
 // tokens, page tables in order.
@@ -27,7 +28,7 @@ struct PagedSequences {
   std::string describe() const;
 };
 
-rc::Gen<PagedSequences> gen_paged_sequences(int max_seqs, int max_len);
+rc::Gen<PagedSequences> gen_paged_sequences(int max_seqs, int max_len, bool boundary_lengths = false);
 
 // RapidCheck prints counterexamples through showValue (found by argument-dependent lookup).
 inline void showValue(const PagedSequences& l, std::ostream& os) { os << l.describe(); }

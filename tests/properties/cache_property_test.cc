@@ -29,7 +29,7 @@ const ref::Recipe& gen_preset() {
 
 // Every token reads back from the slot its page table names; no other byte changes.
 RC_GTEST_PROP(PagedCacheProperty, TokensLandInTheirSlotsAndNothingElseChanges, ()) {
-  const PagedSequences l = *gen_paged_sequences(3, 40);
+  const PagedSequences l = *gen_paged_sequences(3, 40, *rc::gen::arbitrary<bool>());
   const ref::Recipe& recipe = gen_preset();
   const KeyInputs in = gen_inputs(l.tokens());
   RC_TAG(recipe.name);
@@ -76,7 +76,7 @@ ref::PreparedQuery gen_query(const ref::Recipe& recipe, int64_t position) {
 // Metamorphic: moving physical pages (and updating the page tables) changes no score and
 // no top-K; neither does adding other sequences to the batch (batch invariance).
 RC_GTEST_PROP(PagedCacheProperty, PagePermutationAndOtherSequencesChangeNoScore, ()) {
-  const PagedSequences l = *gen_paged_sequences(3, 60);
+  const PagedSequences l = *gen_paged_sequences(3, 60, *rc::gen::arbitrary<bool>());
   const ref::Recipe& recipe = gen_preset();
   const KeyInputs in = gen_inputs(l.tokens());
   const std::vector<uint8_t> cache = reference_key_cache(recipe, l, in);
