@@ -33,7 +33,9 @@ RC_GTEST_PROP(RecipeProperty, AnyValidRecipeRoundTripsAndStoresBoundedValues, ()
 // first) on tie-heavy rows and on rows whose floats share their high 22 bits.
 RC_GTEST_PROP(TopKProperty, EqualsAFullStableSortOnAdversarialRows, ()) {
   const auto row = *rc::gen::oneOf(gen_tie_heavy_scores(300), gen_shared_high_bits_scores(300));
-  const int k = *rc::gen::inRange(1, 400);
+  // K anywhere, or at the row length and one either side (all valid / -1 padding edges).
+  const int n = static_cast<int>(row.size());
+  const int k = *rc::gen::arbitrary<bool>() ? std::max(1, n + *rc::gen::element(0, -1, 1)) : *rc::gen::inRange(1, 400);
   std::vector<int32_t> order(row.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t c) { return row[a] > row[c]; });
