@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "reference/error.h"
+#include "reference/numeric/bit_cast.h"
 #include "reference/quantize.h"
 #include "reference/recipe.h"
 #include "reference/numeric/minifloat.h"
@@ -24,16 +25,9 @@ namespace {
 constexpr int kN = 128;
 using Head = std::array<float, kN>;
 
-uint32_t bits_of(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
-float from_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
+// Bit views of fp32 values (reference/numeric/bit_cast.h: memcpy, no punning).
+uint32_t bits_of(float f) { return float_bits(f); }
+float from_bits(uint32_t b) { return float_from_bits(b); }
 
 // ---------------------------------------------------------------------------------
 // Independent format models (OCP OFP8 e4m3fn, OCP MX e2m1), by table lookup.

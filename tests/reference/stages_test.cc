@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "reference/error.h"
+#include "reference/numeric/bit_cast.h"
 #include "reference/hadamard.h"
 #include "reference/norm.h"
 #include "reference/recipe.h"
@@ -33,16 +34,9 @@ constexpr int kN = 128;
 constexpr double kU32 = 0x1p-24;
 constexpr double kU64 = 0x1p-53;
 
-uint32_t bits_of(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
-float from_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
+// Bit views of fp32 values (reference/numeric/bit_cast.h: memcpy, no punning).
+uint32_t bits_of(float f) { return float_bits(f); }
+float from_bits(uint32_t b) { return float_from_bits(b); }
 
 using Head32 = std::array<float, kN>;
 using Head64 = std::array<double, kN>;
