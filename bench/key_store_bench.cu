@@ -2,7 +2,7 @@
 // against the device-to-device copy bandwidth, and against the same pipeline as four
 // separate kernels (norm, RoPE, Hadamard, quantise+store; fp32 intermediates in HBM).
 // Bytes counted: bf16 input read + cache bytes written + page table read.
-// Usage: key_store_bench OUT.json
+// Usage: key_store_bench OUT.json [RECIPE]   (one recipe only, e.g. for a profiler)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -55,50 +55,55 @@ float median_ms(F f, int runs = 21) {
 }
 
 // ---- the unfused baseline: one stage per kernel, fp32 [T][128] in and out ---------------
+// The same stage functions and lane-group width as the fused kernel.
 enum class Stage { kNorm, kRope, kHadamard };
+constexpr int kLanes = dev::kDefaultLanesPerHead;
+constexpr int kTokensPerBlock = 256 / kLanes;
+static_assert(kTokens % kTokensPerBlock == 0, "every lane group has a token");
 
 template <Stage kStage>
 __global__ void stage_kernel(const dev::KeyStoreArgs a, const float* in, float* out) {
-  const int lane = threadIdx.x % 32;
-  const int64_t token = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
-  if (token >= a.num_tokens) return;
-  dev::Head x;
+  const int part = threadIdx.x % kLanes;
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * kTokensPerBlock + threadIdx.x / kLanes;
+  // kTokens is a multiple of kTokensPerBlock: every group has a token (the shuffles need all lanes)
+  dev::HeadPart<kLanes> x;
   if constexpr (kStage == Stage::kNorm) {
-    dev::load_head(static_cast<const uint8_t*>(a.input) + token * 256, true, lane, x);
-    dev::norm_head(x, a.recipe.key_norm, lane, a.norm_weight, a.norm_bias);
+    dev::load_head<kLanes>(static_cast<const uint8_t*>(a.input) + token * 256, true, part, x);
+    dev::norm_head<kLanes>(x, a.recipe.key_norm, part, a.norm_weight, a.norm_bias);
   } else {
-    dev::load_head(in + token * 128, false, lane, x);
+    dev::load_head<kLanes>(in + token * 128, false, part, x);
     if constexpr (kStage == Stage::kRope) {
       const int p = a.positions[token];
-      dev::rope_head(x, lane, a.recipe.rope_pairing, a.recipe.rope_placement, a.recipe.rope_fma,
-                     a.rope_cos + p * 32, a.rope_sin + p * 32);
+      dev::rope_head<kLanes>(x, part, a.recipe.rope_pairing, a.recipe.rope_placement, a.recipe.rope_fma,
+                             a.rope_cos + p * 32, a.rope_sin + p * 32);
     } else {
-      dev::hadamard_head(x, lane);
+      dev::hadamard_head<kLanes>(x, part);
     }
   }
-  reinterpret_cast<float4*>(out + token * 128)[lane] = make_float4(x[0], x[1], x[2], x[3]);
+  dev::store_head<ref::StorageFormat::kFp32, kLanes>(x, part, a.recipe.key_quant,
+                                                      reinterpret_cast<uint8_t*>(out + token * 128), nullptr, true);
 }
 
 template <ref::StorageFormat kFormat>
 __global__ void store_kernel(const dev::KeyStoreArgs a, const float* in) {
-  const int lane = threadIdx.x % 32;
-  const int64_t token = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
-  if (token >= a.num_tokens) return;
-  dev::Head x;
-  dev::load_head(in + token * 128, false, lane, x);
+  const int part = threadIdx.x % kLanes;
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * kTokensPerBlock + threadIdx.x / kLanes;
+  dev::HeadPart<kLanes> x;
+  dev::load_head<kLanes>(in + token * 128, false, part, x);
   const int position = a.positions[token];
   const int64_t page = a.page_tables[a.seq[token] * a.page_table_stride + position / a.page_size];
   const int offset = position % a.page_size;
   constexpr int vb = dev::value_bytes(kFormat), sb = dev::scale_bytes(kFormat);
   uint8_t* base = a.cache + page * a.page_size * (vb + sb);
-  dev::store_head<kFormat>(x, lane, a.recipe.key_quant, base + offset * vb, base + a.page_size * vb + offset * sb);
+  dev::store_head<kFormat, kLanes>(x, part, a.recipe.key_quant, base + offset * vb,
+                                   base + a.page_size * vb + offset * sb, true);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUT.json\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s OUT.json [RECIPE]\n", argv[0]);
     return 2;
   }
   cudaDeviceProp prop{};
@@ -154,6 +159,7 @@ int main(int argc, char** argv) {
                      ",\n  \"bytes_counted\": \"bf16 input read + cache bytes written + page table read\",\n  \"cases\": [";
   bool first = true;
   for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref", "dsv32-bf16"}) {
+    if (argc == 3 && std::string(argv[2]) != name) continue;
     const ref::Recipe& recipe = ref::preset(name);
     const ref::RopeTable rope(recipe.rope.table, kSeqLen);
     std::vector<float> cos(rope.cos(0), rope.cos(0) + kSeqLen * 32), sin(rope.sin(0), rope.sin(0) + kSeqLen * 32);
@@ -177,8 +183,16 @@ int main(int argc, char** argv) {
     a.cache = d_cache;
     a.page_size = kPage;
     a.recipe = dev::kernel_recipe(recipe);
-    const float fused_ms = median_ms([&] { dev::launch_key_store(a); });
-    const unsigned blocks = static_cast<unsigned>(kTokens / 8);
+    // Every lane-group width; the default one is the headline number.
+    std::string widths;
+    float fused_ms = 0.0f;
+    for (int lanes : {4, 8, 16, 32}) {
+      const float ms = median_ms([&] { dev::launch_key_store(a, lanes); });
+      if (lanes == dev::kDefaultLanesPerHead) fused_ms = ms;
+      widths += (widths.empty() ? "" : ", ") + std::string("\"") + std::to_string(lanes) + "\": " + std::to_string(ms);
+      std::printf("%-16s lanes/head %2d: %.4f ms\n", name, lanes, ms);
+    }
+    const unsigned blocks = static_cast<unsigned>(kTokens / kTokensPerBlock);
     const float unfused_ms = median_ms([&] {
       stage_kernel<Stage::kNorm><<<blocks, 256>>>(a, nullptr, d_tmp0);
       stage_kernel<Stage::kRope><<<blocks, 256>>>(a, d_tmp0, d_tmp1);
@@ -196,9 +210,9 @@ int main(int argc, char** argv) {
     std::snprintf(row, sizeof row,
                   "%s\n    {\"recipe\": \"%s\", \"store_bytes_per_token\": %d, \"fused_ms\": %.4f, "
                   "\"unfused_ms\": %.4f, \"bytes\": %.0f, \"fused_gbps\": %.1f, \"fraction_of_copy\": %.3f, "
-                  "\"speedup_vs_unfused\": %.2f}",
+                  "\"speedup_vs_unfused\": %.2f, \"lanes_per_head\": %d, \"fused_ms_by_lanes_per_head\": {%s}}",
                   first ? "" : ",", name, token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
-                  unfused_ms / fused_ms);
+                  unfused_ms / fused_ms, dev::kDefaultLanesPerHead, widths.c_str());
     json += row;
     first = false;
     std::printf("%-16s %3d B/token  fused %.3f ms (%.0f GB/s, %.0f%% of copy)  unfused %.3f ms (%.1fx)\n", name,

@@ -66,7 +66,7 @@ struct KeyStoreArgs {
   KernelRecipe recipe{};
 };
 
-// Query path (device/query_quant.cu), one warp per (token, head):
+// Query path (device/query_quant.cu), one lane group per (token, head):
 //   q = input[t][h] -> RoPE(positions[t]) -> Hadamard -> quantise (per head), and
 //   weights[t][h] = wproj[t][h] * H^-1/2 * D^-1/2 * q_scale (Recipe::weights_fold order).
 // Outputs: q_values [T][H][value bytes of the query format], q_scales [T][H][scale bytes]
@@ -88,8 +88,12 @@ struct QueryArgs {
 
 // Launchers (stream 0). They throw dsaf::Error (kBadInput) for arguments the kernels do
 // not support and (kEnvironment) for CUDA errors, naming the call.
-void launch_key_store(const KeyStoreArgs& args);
-void launch_query_quant(const QueryArgs& args);
+// `lanes_per_head` (4, 8, 16 or 32) is how many lanes share one 128-value head: a tuning
+// knob with no effect on any result bit (device/head_pipeline.cuh). The default is the
+// fastest on the H200 (bench/key_store_bench.cu measures them all).
+inline constexpr int kDefaultLanesPerHead = 8;
+void launch_key_store(const KeyStoreArgs& args, int lanes_per_head = kDefaultLanesPerHead);
+void launch_query_quant(const QueryArgs& args, int lanes_per_head = kDefaultLanesPerHead);
 
 }  // namespace dsaf::dev
 

@@ -1,12 +1,17 @@
 // File: head_pipeline.cuh
-// The per-head stages shared by the key and query kernels, for one warp holding one
-// 128-value head (4 contiguous values per lane). Each stage implements the contract of
-// its reference header (norm.h, rope.h, hadamard.h, quantize.h) with CUDA's correctly
-// rounded intrinsics (__fadd_rn, __fmul_rn, __fdiv_rn, __fmaf_rn, __frsqrt_rn); the
-// device library is compiled with --fmad=false, so no other multiply-add is fused.
-// Where a recipe names the GPU's approximate rsqrtf, the hardware instruction is used.
-// Intrinsics with numeric effect: cvt.rn.satfinite.e4m3x2 (via __nv_cvt_float_to_fp8),
-// cvt.rn.bf16.f32 (__float2bfloat16_rn), MUFU.RSQ (rsqrtf, kSm90Approx only).
+// The per-head stages shared by the key and query kernels, for a group of kLanes lanes
+// holding one 128-value head (primitives/warp.cuh: lane `part` holds the contiguous values
+// part*V .. part*V+V-1, V = 128 / kLanes). The group width is a template parameter: wide
+// groups (32 lanes) spend their issue slots on shuffles, narrow ones do more of each stage
+// in registers; the arithmetic, and so every result bit, is the same for all widths.
+//
+// Each stage implements the contract of its reference header (norm.h, rope.h, hadamard.h,
+// quantize.h) with CUDA's correctly rounded intrinsics (__fadd_rn, __fmul_rn, __fdiv_rn,
+// __fmaf_rn, __frsqrt_rn); the device library is compiled with --fmad=false, so no other
+// multiply-add is fused. Where a recipe names the GPU's approximate rsqrtf, the hardware
+// instruction is used. Intrinsics with numeric effect: cvt.rn(.satfinite).e4m3x2 (via
+// __nv_cvt_float2_to_fp8x2), cvt.rn.bf16x2.f32 (__floats2bfloat162_rn), MUFU.RSQ (rsqrtf,
+// kSm90Approx only).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,30 +24,36 @@
 
 namespace dsaf::dev {
 
-using Head = float[kPerLane];
+template <int kLanes>
+using HeadPart = float[HeadGroup<kLanes>::kValues];
+
+// Blocks of 256 threads to keep resident per SM (__launch_bounds__' second argument): the
+// kernels are memory-bound and need warps in flight, so the register budget is capped
+// at 65536 / (256 x this) per thread: 32 lanes 32 registers, 16: 42, 8: 64, 4: 128.
+template <int kLanes>
+inline constexpr int kMinBlocksPerSm = kLanes == 32 ? 8 : kLanes == 16 ? 6 : kLanes == 8 ? 4 : 2;
 
 __device__ __forceinline__ float to_bf16_and_back(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
 }
 
-__device__ __forceinline__ void round_head_bf16(bool enabled, Head& x) {
+template <int kLanes>
+__device__ __forceinline__ void round_head_bf16(bool enabled, HeadPart<kLanes>& x) {
   if (!enabled) return;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) x[i] = to_bf16_and_back(x[i]);
+  for (int i = 0; i < HeadGroup<kLanes>::kValues; ++i) x[i] = to_bf16_and_back(x[i]);
 }
 
 // sum_i x_i^2 (fma: ss = fma(x, x, ss)) or sum_i x_i, in the recipe's order.
-__device__ __forceinline__ float reduce_head(const Head& x, ref::ReductionOrder order,
+template <int kLanes>
+__device__ __forceinline__ float reduce_head(const HeadPart<kLanes>& x, int part, ref::ReductionOrder order,
                                              bool squares, bool fma) {
   const auto fold = [&](float acc, float v) {
     if (!squares) return __fadd_rn(acc, v);
     return fma ? __fmaf_rn(v, v, acc) : __fadd_rn(acc, __fmul_rn(v, v));
   };
-  if (order == ref::ReductionOrder::kSequential) return sequential_fold(x, fold);
-  float partial = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) partial = fold(partial, x[i]);
-  return warp_tree_sum(partial);
+  if (order == ref::ReductionOrder::kSequential) return sequential_fold<kLanes>(x, part, fold);
+  return warp_tree_fold<kLanes>(x, fold);
 }
 
 __device__ __forceinline__ float inverse_sqrt(float v, ref::RsqrtKind kind) {
@@ -53,40 +64,47 @@ __device__ __forceinline__ float inverse_sqrt(float v, ref::RsqrtKind kind) {
 // the norm multiplies: an IEEE division costs a dozen instructions.
 inline constexpr float kInv128 = 0.0078125f;
 
-// norm.h: RMSNorm y = (x * inv_rms) * w; LayerNorm y = ((x - mean) * inv_std) * w + b.
-__device__ __forceinline__ void norm_head(Head& x, const ref::NormSpec& spec, int lane,
-                                          const float* weight, const float* bias) {
-  if (spec.kind == ref::NormKind::kNone) return;
-  float mean = 0.0f;
-  Head d;
-  if (spec.kind == ref::NormKind::kLayerNorm) {
-    mean = __fmul_rn(reduce_head(x, spec.order, false, false), kInv128);
-  }
+// Loads this lane's n floats of a [128] vector (n a multiple of 4, 16-byte aligned).
+template <int kCount>
+__device__ __forceinline__ void load_floats(const float* src, float (&dst)[kCount]) {
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    d[i] = spec.kind == ref::NormKind::kLayerNorm ? __fsub_rn(x[i], mean) : x[i];
-  }
-  const float ss = reduce_head(d, spec.order, true, spec.fma_contraction);
-  const float inv = inverse_sqrt(__fadd_rn(__fmul_rn(ss, kInv128), spec.eps), spec.rsqrt);
-  const float4 w4 = reinterpret_cast<const float4*>(weight)[lane];
-  const float4 b4 = spec.kind == ref::NormKind::kLayerNorm ? reinterpret_cast<const float4*>(bias)[lane]
-                                                           : make_float4(0, 0, 0, 0);
-  const float ws[kPerLane] = {w4.x, w4.y, w4.z, w4.w};
-  const float bs[kPerLane] = {b4.x, b4.y, b4.z, b4.w};
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const float w = ws[i];
-    const float scaled = __fmul_rn(d[i], inv);
-    if (spec.kind == ref::NormKind::kRmsNorm) {
-      x[i] = __fmul_rn(scaled, w);
-    } else {
-      const float b = bs[i];
-      x[i] = spec.fma_contraction ? __fmaf_rn(scaled, w, b) : __fadd_rn(__fmul_rn(scaled, w), b);
-    }
+  for (int i = 0; i < kCount; i += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(src + i);
+    dst[i] = v.x, dst[i + 1] = v.y, dst[i + 2] = v.z, dst[i + 3] = v.w;
   }
 }
 
-// a*c - b*s (sign -1) or a*s + b*c style: a*b + sign*(c*d) with the named product fused.
+// norm.h: RMSNorm y = (x * inv_rms) * w; LayerNorm y = ((x - mean) * inv_std) * w + b.
+template <int kLanes>
+__device__ __forceinline__ void norm_head(HeadPart<kLanes>& x, const ref::NormSpec& spec, int part,
+                                          const float* weight, const float* bias) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
+  if (spec.kind == ref::NormKind::kNone) return;
+  const bool layer_norm = spec.kind == ref::NormKind::kLayerNorm;
+  float mean = 0.0f;
+  if (layer_norm) mean = __fmul_rn(reduce_head<kLanes>(x, part, spec.order, false, false), kInv128);
+  HeadPart<kLanes> d;
+#pragma unroll
+  for (int i = 0; i < kV; ++i) d[i] = layer_norm ? __fsub_rn(x[i], mean) : x[i];
+  const float ss = reduce_head<kLanes>(d, part, spec.order, true, spec.fma_contraction);
+  const float inv = inverse_sqrt(__fadd_rn(__fmul_rn(ss, kInv128), spec.eps), spec.rsqrt);
+  float w[kV];
+  load_floats(weight + part * kV, w);
+  if (!layer_norm) {
+#pragma unroll
+    for (int i = 0; i < kV; ++i) x[i] = __fmul_rn(__fmul_rn(d[i], inv), w[i]);
+    return;
+  }
+  float b[kV];
+  load_floats(bias + part * kV, b);
+#pragma unroll
+  for (int i = 0; i < kV; ++i) {
+    const float scaled = __fmul_rn(d[i], inv);
+    x[i] = spec.fma_contraction ? __fmaf_rn(scaled, w[i], b[i]) : __fadd_rn(__fmul_rn(scaled, w[i]), b[i]);
+  }
+}
+
+// a*b + sign*(c*d) with the named product fused (rope.h's contraction variants).
 __device__ __forceinline__ float two_products(float a, float b, float c, float d, float sign,
                                               ref::ContractedProduct fused) {
   switch (fused) {
@@ -97,71 +115,81 @@ __device__ __forceinline__ float two_products(float a, float b, float c, float d
 }
 
 // rope.h: rotate pairs (i, i+32) (NeoX) or (2i, 2i+1) (interleaved) of the leading or
-// trailing 64 dims by the table row of `position`.
-__device__ __forceinline__ void rope_head(Head& x, int lane, ref::RopePairing pairing,
+// trailing 64 dims by the table row of `position` (32 cos and 32 sin). A lane's V <= 32
+// values lie wholly inside or outside the rotated 64 dims.
+template <int kLanes>
+__device__ __forceinline__ void rope_head(HeadPart<kLanes>& x, int part, ref::RopePairing pairing,
                                           ref::RopePlacement placement, ref::ContractedProduct fma,
                                           const float* cos_row, const float* sin_row) {
-  const int first_lane = placement == ref::RopePlacement::kLeading ? 0 : 16;
-  const bool rotary = lane >= first_lane && lane < first_lane + 16;
+  constexpr int kV = HeadGroup<kLanes>::kValues;
+  const int first = placement == ref::RopePlacement::kLeading ? 0 : 64;
+  const int offset = part * kV - first;  // of this lane's first value inside the rotated dims
+  const bool rotary = offset >= 0 && offset < 64;
   if (pairing == ref::RopePairing::kInterleaved) {
     if (!rotary) return;
-    // pair indices 2(lane - first_lane) + {0, 1} of dims (2i, 2i+1)
-    const float2 c2 = reinterpret_cast<const float2*>(cos_row)[lane - first_lane];
-    const float2 s2 = reinterpret_cast<const float2*>(sin_row)[lane - first_lane];
-    const float cs[2] = {c2.x, c2.y}, ss[2] = {s2.x, s2.y};
+    float c[kV / 2], s[kV / 2];  // pair indices offset/2 ..
+    if constexpr (kV >= 8) {
+      load_floats(cos_row + offset / 2, c);
+      load_floats(sin_row + offset / 2, s);
+    } else {
+      const float2 c2 = *reinterpret_cast<const float2*>(cos_row + offset / 2);
+      const float2 s2 = *reinterpret_cast<const float2*>(sin_row + offset / 2);
+      c[0] = c2.x, c[1] = c2.y, s[0] = s2.x, s[1] = s2.y;
+    }
 #pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const float a = x[2 * p], b = x[2 * p + 1], c = cs[p], s = ss[p];
-      x[2 * p] = two_products(a, c, b, s, -1.0f, fma);
-      x[2 * p + 1] = two_products(a, s, b, c, 1.0f, fma);
+    for (int p = 0; p < kV / 2; ++p) {
+      const float a = x[2 * p], b = x[2 * p + 1];
+      x[2 * p] = two_products(a, c[p], b, s[p], -1.0f, fma);
+      x[2 * p + 1] = two_products(a, s[p], b, c[p], 1.0f, fma);
     }
     return;
   }
-  // NeoX: rotary element r < 32 pairs with r + 32, i.e. lane l with lane l ^ 8 (8 lanes
-  // of 4 values = 32 elements); every lane takes part in the shuffle.
-  Head partner;
+  // NeoX: rotated element r < 32 pairs with r + 32, i.e. part with part ^ (32 / V); every
+  // lane takes part in the shuffle.
+  HeadPart<kLanes> partner;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) partner[i] = __shfl_xor_sync(kFullMask, x[i], 8);
+  for (int i = 0; i < kV; ++i) partner[i] = __shfl_xor_sync(kFullMask, x[i], 32 / kV);
   if (!rotary) return;
-  const bool first_half = ((lane - first_lane) & 8) == 0;
-  // pair indices 4((lane - first_lane) & 7) + i
-  const float4 c4 = reinterpret_cast<const float4*>(cos_row)[(lane - first_lane) & 7];
-  const float4 s4 = reinterpret_cast<const float4*>(sin_row)[(lane - first_lane) & 7];
-  const float cs[kPerLane] = {c4.x, c4.y, c4.z, c4.w}, ss[kPerLane] = {s4.x, s4.y, s4.z, s4.w};
+  const bool first_half = (offset & 32) == 0;
+  float c[kV], s[kV];  // pair indices (offset & 31) ..
+  load_floats(cos_row + (offset & 31), c);
+  load_floats(sin_row + (offset & 31), s);
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const float c = cs[i], s = ss[i];
+  for (int i = 0; i < kV; ++i) {
     if (first_half) {  // holds a, partner holds b: a' = a*c - b*s
-      x[i] = two_products(x[i], c, partner[i], s, -1.0f, fma);
+      x[i] = two_products(x[i], c[i], partner[i], s[i], -1.0f, fma);
     } else {           // holds b, partner holds a: b' = a*s + b*c
-      x[i] = two_products(partner[i], s, x[i], c, 1.0f, fma);
+      x[i] = two_products(partner[i], s[i], x[i], c[i], 1.0f, fma);
     }
   }
 }
 
-// hadamard.h: strides 1, 2 in lane, then 4..64 across lanes (xor 1..16), then * fl(2^-3.5).
-__device__ __forceinline__ void hadamard_head(Head& x, int lane) {
-  float t0 = x[0], t1 = x[1], t2 = x[2], t3 = x[3];
-  x[0] = __fadd_rn(t0, t1);
-  x[1] = __fsub_rn(t0, t1);
-  x[2] = __fadd_rn(t2, t3);
-  x[3] = __fsub_rn(t2, t3);
-  t0 = x[0], t1 = x[1], t2 = x[2], t3 = x[3];
-  x[0] = __fadd_rn(t0, t2);
-  x[2] = __fsub_rn(t0, t2);
-  x[1] = __fadd_rn(t1, t3);
-  x[3] = __fsub_rn(t1, t3);
+// hadamard.h: strides 1 .. V/2 in the lane, then V .. 64 across lanes (xor stride / V), in
+// increasing order, then * fl(2^-3.5). Across lanes the upper element of a pair computes
+// other - x as fma(x, -1, other): one rounding of the same exact value, no select.
+template <int kLanes>
+__device__ __forceinline__ void hadamard_head(HeadPart<kLanes>& x, int part) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
 #pragma unroll
-  for (int mask = 1; mask < kLanes; mask *= 2) {
+  for (int stride = 1; stride < kV; stride *= 2) {
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const float other = __shfl_xor_sync(kFullMask, x[i], mask);
-      x[i] = (lane & mask) ? __fsub_rn(other, x[i]) : __fadd_rn(x[i], other);
+    for (int i = 0; i < kV; ++i) {
+      if (i & stride) continue;
+      const float a = x[i], b = x[i + stride];
+      x[i] = __fadd_rn(a, b);
+      x[i + stride] = __fsub_rn(a, b);
     }
+  }
+#pragma unroll
+  for (int stride = kV; stride < kHeadDim; stride *= 2) {
+    const int mask = stride / kV;
+    const float sign = (part & mask) ? -1.0f : 1.0f;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) x[i] = __fmaf_rn(x[i], sign, __shfl_xor_sync(kFullMask, x[i], mask));
   }
   const float scale = __uint_as_float(0x3db504f3u);  // fl(128^-1/2)
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) x[i] = __fmul_rn(x[i], scale);
+  for (int i = 0; i < kV; ++i) x[i] = __fmul_rn(x[i], scale);
 }
 
 // quantize.h scale rules. raw = max(amax, floor) / qmax or * fl(1/qmax); then the power
@@ -216,61 +244,133 @@ __device__ __forceinline__ float e2m1_value(unsigned code) {
   return (code & 8) ? -mag : mag;
 }
 
-// One head quantised and written: value bytes at `values` (the token's slot in the page)
-// and scale bytes at `scales`. Layout per reference/paged_cache.h / quantize.h.
-template <ref::StorageFormat kFormat>
-__device__ __forceinline__ void store_head(const Head& x, int lane, const ref::QuantSpec& q,
-                                           uint8_t* values, uint8_t* scales) {
+// Stores kWords 32-bit words at dst: 16- or 8-byte vectors where the count and the address
+// allow, else words. A slot is only 4-byte aligned in general: a page holds P x 132 (fp8)
+// or P x 68 (fp4) bytes, so for P = 1 or 2 a token's values start at any multiple of 4.
+template <int kWords>
+__device__ __forceinline__ void store_words(uint8_t* dst, const unsigned (&w)[kWords]) {
+  const auto address = reinterpret_cast<uintptr_t>(dst);
+  if constexpr (kWords % 4 == 0) {
+    if ((address & 15) == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords; i += 4) reinterpret_cast<uint4*>(dst)[i / 4] = make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]);
+      return;
+    }
+  }
+  if constexpr (kWords % 2 == 0) {
+    if ((address & 7) == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords; i += 2) reinterpret_cast<uint2*>(dst)[i / 2] = make_uint2(w[i], w[i + 1]);
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) reinterpret_cast<unsigned*>(dst)[i] = w[i];
+}
+
+template <int kV>
+__device__ __forceinline__ void store_bf16(const float (&x)[kV], uint8_t* dst) {
+  unsigned w[kV / 2];
+#pragma unroll
+  for (int i = 0; i < kV / 2; ++i) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(x[2 * i], x[2 * i + 1]);  // .x in the low half
+    w[i] = *reinterpret_cast<const unsigned*>(&pair);
+  }
+  store_words(dst, w);
+}
+
+// One head quantised and written: value bytes at `values` (the head's slot) and scale bytes
+// at `scales`. Layout per reference/paged_cache.h / quantize.h. `store` false: compute only
+// (a lane group padding the last warp). Returns the fp8 per-head scale (1 otherwise), which
+// the query path folds into the head weight.
+template <ref::StorageFormat kFormat, int kLanes>
+__device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part, const ref::QuantSpec& q,
+                                            uint8_t* values, uint8_t* scales, bool store) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
   if constexpr (kFormat == ref::StorageFormat::kFp32) {
-    reinterpret_cast<float4*>(values)[lane] = make_float4(x[0], x[1], x[2], x[3]);
+    if (store) {
+#pragma unroll
+      for (int i = 0; i < kV; i += 4) {
+        reinterpret_cast<float4*>(values + part * kV * 4)[i / 4] = make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]);
+      }
+    }
+    return 1.0f;
   } else if constexpr (kFormat == ref::StorageFormat::kBf16) {
-    __nv_bfloat162 lo = __floats2bfloat162_rn(x[0], x[1]);
-    __nv_bfloat162 hi = __floats2bfloat162_rn(x[2], x[3]);
-    uint2 packed;
-    packed.x = *reinterpret_cast<unsigned*>(&lo);
-    packed.y = *reinterpret_cast<unsigned*>(&hi);
-    reinterpret_cast<uint2*>(values)[lane] = packed;
+    if (store) store_bf16(x, values + part * kV * 2);
+    return 1.0f;
   } else if constexpr (kFormat == ref::StorageFormat::kFp8E4m3fn) {
     float amax = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) amax = fmaxf(amax, fabsf(x[i]));
-    amax = group_max<32>(amax);
+    for (int i = 0; i < kV; ++i) amax = fmaxf(amax, fabsf(x[i]));
+    amax = group_max<kLanes>(amax);
     const float raw = raw_scale(amax, q, 448.0f, 1.0f / 448.0f);
     const float scale = q.pow2 == ref::ScalePow2::kNone ? raw : pow2_scale(ue8m0_byte(raw, q.pow2));
     const __nv_saturation_t sat = q.saturation == ref::Saturation::kSatFinite ? __NV_SATFINITE : __NV_NOSAT;
     const bool pow2 = q.pow2 != ref::ScalePow2::kNone;
     const float inv = __frcp_rn(scale);
-    float v[kPerLane];
+    unsigned w[kV / 4];
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) v[i] = apply_scale(x[i], scale, inv, pow2, q.apply);
-    // cvt.rn(.satfinite).e4m3x2: two codes per instruction, .x in the low byte
-    const unsigned lo = __nv_cvt_float2_to_fp8x2(make_float2(v[0], v[1]), sat, __NV_E4M3);
-    const unsigned hi = __nv_cvt_float2_to_fp8x2(make_float2(v[2], v[3]), sat, __NV_E4M3);
-    const unsigned packed = lo | (hi << 16);
-    reinterpret_cast<unsigned*>(values)[lane] = packed;
-    if (lane == 0) *reinterpret_cast<float*>(scales) = scale;
-  } else {  // kFp4E2m1, kFp4SimulatedBf16: blocks of 32 values = 8 lanes
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) amax = fmaxf(amax, fabsf(x[i]));
-    amax = group_max<8>(amax);
-    const int byte = ue8m0_byte(raw_scale(amax, q, 6.0f, 1.0f / 6.0f), q.pow2);
-    const float scale = pow2_scale(byte);
-    unsigned codes[kPerLane];
-    const float inv = __frcp_rn(scale);  // exact: the scale is a power of two
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) codes[i] = e2m1_code(apply_scale(x[i], scale, inv, true, q.apply), q.fp4_rounding);
-    if constexpr (kFormat == ref::StorageFormat::kFp4E2m1) {
-      const unsigned short packed = static_cast<unsigned short>(
-          codes[0] | (codes[1] << 4) | (codes[2] << 8) | (codes[3] << 12));
-      reinterpret_cast<unsigned short*>(values)[lane] = packed;
-      if ((lane & 7) == 0) scales[lane / 8] = static_cast<uint8_t>(byte);
-    } else {
-      Head dequant;
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) dequant[i] = __fmul_rn(e2m1_value(codes[i]), scale);
-      store_head<ref::StorageFormat::kBf16>(dequant, lane, q, values, scales);
+    for (int i = 0; i < kV; i += 4) {
+      // cvt.rn(.satfinite).e4m3x2: two codes per instruction, .x in the low byte
+      const float2 lo = make_float2(apply_scale(x[i], scale, inv, pow2, q.apply), apply_scale(x[i + 1], scale, inv, pow2, q.apply));
+      const float2 hi = make_float2(apply_scale(x[i + 2], scale, inv, pow2, q.apply), apply_scale(x[i + 3], scale, inv, pow2, q.apply));
+      w[i / 4] = static_cast<unsigned>(__nv_cvt_float2_to_fp8x2(lo, sat, __NV_E4M3)) |
+                 (static_cast<unsigned>(__nv_cvt_float2_to_fp8x2(hi, sat, __NV_E4M3)) << 16);
     }
+    if (store) {
+      store_words(values + part * kV, w);
+      if (part == 0) *reinterpret_cast<float*>(scales) = scale;
+    }
+    return scale;
+  } else {  // kFp4E2m1, kFp4SimulatedBf16: blocks of 32 values, each in one lane or 32/V lanes
+    constexpr int kBlocks = kV >= 32 ? kV / 32 : 1;  // blocks this lane touches
+    constexpr int kBlockValues = kV >= 32 ? 32 : kV;  // of which it holds this many
+    unsigned codes[kV];
+    float scale[kBlocks];
+    int byte[kBlocks];
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) {
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kBlockValues; ++i) amax = fmaxf(amax, fabsf(x[b * kBlockValues + i]));
+      if constexpr (kV < 32) amax = group_max<32 / kV>(amax);
+      byte[b] = ue8m0_byte(raw_scale(amax, q, 6.0f, 1.0f / 6.0f), q.pow2);
+      scale[b] = pow2_scale(byte[b]);
+      const float inv = __frcp_rn(scale[b]);  // exact: the scale is a power of two
+#pragma unroll
+      for (int i = 0; i < kBlockValues; ++i) {
+        const int k = b * kBlockValues + i;
+        codes[k] = e2m1_code(apply_scale(x[k], scale[b], inv, true, q.apply), q.fp4_rounding);
+      }
+    }
+    if (!store) return 1.0f;
+    if constexpr (kFormat == ref::StorageFormat::kFp4E2m1) {
+      // 2 codes per byte, the even element in the low nibble; V/2 bytes per lane.
+      constexpr int kBytes = kV / 2;
+      if constexpr (kBytes >= 4) {
+        unsigned w[kBytes / 4];
+#pragma unroll
+        for (int j = 0; j < kBytes / 4; ++j) {
+          w[j] = 0;
+#pragma unroll
+          for (int n = 0; n < 8; ++n) w[j] |= codes[8 * j + n] << (4 * n);
+        }
+        store_words(values + part * kBytes, w);
+      } else {  // V = 4: one 16-bit store
+        reinterpret_cast<unsigned short*>(values)[part] =
+            static_cast<unsigned short>(codes[0] | (codes[1] << 4) | (codes[2] << 8) | (codes[3] << 12));
+      }
+      if ((part * kV) % 32 == 0) {
+#pragma unroll
+        for (int b = 0; b < kBlocks; ++b) scales[part * kV / 32 + b] = static_cast<uint8_t>(byte[b]);
+      }
+    } else {
+      HeadPart<kLanes> dequant;
+#pragma unroll
+      for (int k = 0; k < kV; ++k) dequant[k] = __fmul_rn(e2m1_value(codes[k]), scale[k / kBlockValues]);
+      store_bf16(dequant, values + part * kV * 2);
+    }
+    return 1.0f;
   }
 }
 
@@ -285,19 +385,46 @@ __host__ __device__ constexpr int scale_bytes(ref::StorageFormat f) {
   return f == ref::StorageFormat::kFp8E4m3fn || f == ref::StorageFormat::kFp4E2m1 ? 4 : 0;
 }
 
-// Loads lane's 4 input values (bf16 or fp32) of a 128-value head.
-__device__ __forceinline__ void load_head(const void* head, bool bf16, int lane, Head& x) {
-  if (bf16) {
-    const uint2 raw = reinterpret_cast<const uint2*>(head)[lane];
-    const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-    const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-    x[0] = __low2float(lo);
-    x[1] = __high2float(lo);
-    x[2] = __low2float(hi);
-    x[3] = __high2float(hi);
+// Loads this lane's V input values (bf16 or fp32) of a 128-value head.
+template <int kLanes>
+__device__ __forceinline__ void load_head(const void* head, bool bf16, int part, HeadPart<kLanes>& x) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
+  if (!bf16) {
+    load_floats(static_cast<const float*>(head) + part * kV, x);
+    return;
+  }
+  const uint8_t* src = static_cast<const uint8_t*>(head) + part * kV * 2;
+  unsigned w[kV / 2];
+  if constexpr (kV >= 8) {
+#pragma unroll
+    for (int i = 0; i < kV / 2; i += 4) {
+      const uint4 v = reinterpret_cast<const uint4*>(src)[i / 4];
+      w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
+    }
   } else {
-    const float4 v = reinterpret_cast<const float4*>(head)[lane];
-    x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+    const uint2 v = *reinterpret_cast<const uint2*>(src);
+    w[0] = v.x, w[1] = v.y;
+  }
+#pragma unroll
+  for (int i = 0; i < kV / 2; ++i) {
+    // bf16 -> fp32 is exact: the bits move to the high half
+    x[2 * i] = __uint_as_float(w[i] << 16);
+    x[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF'0000u);
+  }
+}
+
+// The rotate stages every path shares: RoPE at `position`, then (when the recipe has it)
+// the Hadamard rotation, each rounded to bf16 when the recipe says so.
+template <int kLanes>
+__device__ __forceinline__ void rope_and_rotate(HeadPart<kLanes>& x, int part, const KernelRecipe& r,
+                                                const ref::IntermediateRounding& rounding, int position,
+                                                const float* rope_cos, const float* rope_sin) {
+  rope_head<kLanes>(x, part, r.rope_pairing, r.rope_placement, r.rope_fma, rope_cos + position * 32,
+                    rope_sin + position * 32);
+  round_head_bf16<kLanes>(rounding.rope, x);
+  if (r.hadamard) {
+    hadamard_head<kLanes>(x, part);
+    round_head_bf16<kLanes>(rounding.hadamard, x);
   }
 }
 

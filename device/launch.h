@@ -20,8 +20,7 @@ inline void check_cuda(cudaError_t status, const char* what) {
   }
 }
 
-inline void check_launch_args(const ref::QuantSpec& q, const ref::NormSpec& norm, int page_size,
-                              const char* kernel) {
+inline void check_launch_args(const ref::QuantSpec& q, int page_size, const char* kernel) {
   const std::string name(kernel);
   if (q.format == ref::StorageFormat::kNone) throw_bad_input(name + ": storage format 'none' has no kernel");
   if (q.format == ref::StorageFormat::kFp8E4m3fn && q.block != 128) throw_bad_input(name + ": fp8 block must be 128");
@@ -32,7 +31,20 @@ inline void check_launch_args(const ref::QuantSpec& q, const ref::NormSpec& norm
   if (page_size < 1 || page_size > 256 || (page_size & (page_size - 1)) != 0) {
     throw_bad_input(name + ": page size must be a power of two in [1, 256]");
   }
-  (void)norm;
+}
+
+// Calls f(std::integral_constant<int, L>{}) for a lane-group width L in {4, 8, 16, 32}
+// (api.h kDefaultLanesPerHead).
+template <class F>
+void dispatch_lanes(int lanes_per_head, const char* kernel, F f) {
+  switch (lanes_per_head) {
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    default: break;
+  }
+  throw_bad_input(std::string(kernel) + ": lanes per head must be 4, 8, 16 or 32");
 }
 
 // Calls f(std::integral_constant<StorageFormat, F>{}) for the runtime format.

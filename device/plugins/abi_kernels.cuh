@@ -54,7 +54,8 @@ KernelRecipe plugin_recipe(const dsaf_recipe_v1& abi) {
   return r;
 }
 
-template <PluginBug kBug>
+// kLanes: the lane-group width of our kernels (api.h launch_key_store); no effect on bits.
+template <PluginBug kBug, int kLanes = kDefaultLanesPerHead>
 int abi_key_store(const dsaf_key_store_args_v1* a) {
   try {
     KeyStoreArgs args;
@@ -88,7 +89,7 @@ int abi_key_store(const dsaf_key_store_args_v1* a) {
       if (cudaMalloc(&scratch, std::max<size_t>(1, pages * page_bytes)) != cudaSuccess) return 1;
       cudaMemcpy(scratch, a->cache, pages * page_bytes, cudaMemcpyDeviceToDevice);
       args.cache = scratch;
-      launch_key_store(args);
+      launch_key_store(args, kLanes);
       shift_tokens_kernel<<<static_cast<unsigned>(a->num_tokens), 128>>>(*a, scratch, a->cache, vb, sb);
       const cudaError_t status = cudaDeviceSynchronize();
       cudaFree(scratch);
@@ -98,7 +99,7 @@ int abi_key_store(const dsaf_key_store_args_v1* a) {
       }
       return 0;
     } else {
-      launch_key_store(args);
+      launch_key_store(args, kLanes);
       return 0;
     }
   } catch (const std::exception& e) {
@@ -107,7 +108,7 @@ int abi_key_store(const dsaf_key_store_args_v1* a) {
   }
 }
 
-template <PluginBug kBug>
+template <PluginBug kBug, int kLanes = kDefaultLanesPerHead>
 int abi_query_quant(const dsaf_query_args_v1* a) {
   try {
     QueryArgs args;
@@ -123,7 +124,7 @@ int abi_query_quant(const dsaf_query_args_v1* a) {
     args.q_scales = a->q_scales;
     args.weights = a->weights;
     args.recipe = plugin_recipe<kBug>(a->recipe);
-    launch_query_quant(args);
+    launch_query_quant(args, kLanes);
     return 0;
   } catch (const std::exception& e) {
     abi_last_error() = e.what();
@@ -133,10 +134,10 @@ int abi_query_quant(const dsaf_query_args_v1* a) {
 
 inline const char* abi_error_text() { return abi_last_error().c_str(); }
 
-template <PluginBug kBug>
+template <PluginBug kBug, int kLanes = kDefaultLanesPerHead>
 const dsaf_kernel_v1* abi_table(const char* name) {
-  static const dsaf_kernel_v1 table = {DSAF_KERNEL_ABI_VERSION, name, &abi_key_store<kBug>,
-                                       &abi_query_quant<kBug>, &abi_error_text};
+  static const dsaf_kernel_v1 table = {DSAF_KERNEL_ABI_VERSION, name, &abi_key_store<kBug, kLanes>,
+                                       &abi_query_quant<kBug, kLanes>, &abi_error_text};
   return &table;
 }
 

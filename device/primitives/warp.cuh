@@ -1,6 +1,9 @@
 // File: warp.cuh
-// Warp-level helpers for kernels that hold one 128-value head per warp, 4 contiguous
-// values per lane (lane l: elements 4l..4l+3). The reductions follow the orders of
+// Lane-group helpers for kernels that spread one 128-value head over a group of
+// kLanes consecutive lanes of a warp (a power of two, 4..32), kLanes / 32 heads per warp.
+// Lane `part` of a group (0..kLanes-1) holds the contiguous elements
+// part * V .. part * V + V - 1, V = 128 / kLanes. Shuffles use xor masks below kLanes or a
+// width of kLanes, so they never leave the group. The reductions follow the orders of
 // reference/recipe.h (ReductionOrder); only arithmetic written here runs on the device.
 #pragma once
 
@@ -9,20 +12,19 @@
 namespace dsaf::dev {
 
 inline constexpr unsigned kFullMask = 0xFFFF'FFFFu;
-inline constexpr int kLanes = 32;
-inline constexpr int kPerLane = 4;
+inline constexpr int kWarpLanes = 32;
+inline constexpr int kHeadDim = 128;
 
-// ReductionOrder::kWarpTree: lane partials combined by the xor butterfly 16, 8, 4, 2, 1
-// (p = p + shfl_xor(p, m)); every lane ends with the same value.
-__device__ __forceinline__ float warp_tree_sum(float partial) {
-#pragma unroll
-  for (int mask = 16; mask >= 1; mask /= 2) {
-    partial = __fadd_rn(partial, __shfl_xor_sync(kFullMask, partial, mask));
-  }
-  return partial;
-}
+template <int kLanes>
+struct HeadGroup {
+  static_assert(kLanes >= 4 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "4..32 lanes, a power of two");
+  static constexpr int kValues = kHeadDim / kLanes;  // contiguous values per lane
+  static constexpr int kPerWarp = kWarpLanes / kLanes;  // heads per warp
+  // ReductionOrder::kWarpTree is defined on 32 virtual lanes of 4 terms; a lane holds this many.
+  static constexpr int kVirtualLanes = kValues / 4;
+};
 
-// Maximum over `width` consecutive lanes (a power of two <= 32). fmaxf is exact and
+// Maximum over aligned groups of kWidth lanes (a power of two <= 32). fmaxf is exact and
 // order-independent for the finite values it sees here.
 template <int kWidth>
 __device__ __forceinline__ float group_max(float v) {
@@ -31,15 +33,51 @@ __device__ __forceinline__ float group_max(float v) {
   return v;
 }
 
-// ReductionOrder::kSequential: ((t0 + t1) + t2) + ... over the 128 terms, where lane l
-// holds terms 4l..4l+3 and `fold(acc, term)` folds one term. Every lane evaluates the same
-// chain (the terms are broadcast one lane at a time), so all lanes end with the result.
-template <class Fold>
-__device__ __forceinline__ float sequential_fold(const float (&terms)[kPerLane], Fold fold) {
-  float acc = 0.0f;
-  for (int src = 0; src < kLanes; ++src) {
+// ReductionOrder::kWarpTree: virtual lane v (terms 4v..4v+3) folds its 4 terms from 0, then
+// the xor butterfly over virtual lanes, masks 16, 8, 4, 2, 1 (p_v = p_v + p_{v^m}). Virtual
+// lane v sits in lane part v / kVirtualLanes, slot v % kVirtualLanes: masks of at least
+// kVirtualLanes cross lanes (xor mask / kVirtualLanes), smaller ones stay in the lane. fadd is
+// commutative, so both ends of each butterfly hold the same sum, as on a 32-lane warp.
+template <int kLanes, class Fold>
+__device__ __forceinline__ float warp_tree_fold(const float (&terms)[HeadGroup<kLanes>::kValues], Fold fold) {
+  constexpr int kSlots = HeadGroup<kLanes>::kVirtualLanes;
+  float p[kSlots];
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) acc = fold(acc, __shfl_sync(kFullMask, terms[i], src));
+  for (int j = 0; j < kSlots; ++j) {
+    p[j] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[j] = fold(p[j], terms[4 * j + i]);
+  }
+#pragma unroll
+  for (int mask = 16; mask >= 1; mask /= 2) {
+    if (mask >= kSlots) {
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) p[j] = __fadd_rn(p[j], __shfl_xor_sync(kFullMask, p[j], mask / kSlots));
+    } else {
+      float q[kSlots];
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) q[j] = __fadd_rn(p[j], p[j ^ mask]);
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) p[j] = q[j];
+    }
+  }
+  return p[0];
+}
+
+// ReductionOrder::kSequential: ((t0 + t1) + t2) + ... over the 128 terms. The running sum
+// travels through the group: part 0 folds its terms, hands the sum to part 1, and so on;
+// the last broadcast leaves the result in every lane.
+template <int kLanes, class Fold>
+__device__ __forceinline__ float sequential_fold(const float (&terms)[HeadGroup<kLanes>::kValues], int part,
+                                                 Fold fold) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int src = 0; src < kLanes; ++src) {
+    if (part == src) {
+#pragma unroll
+      for (int i = 0; i < HeadGroup<kLanes>::kValues; ++i) acc = fold(acc, terms[i]);
+    }
+    acc = __shfl_sync(kFullMask, acc, src, kLanes);
   }
   return acc;
 }

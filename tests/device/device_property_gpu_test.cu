@@ -4,6 +4,8 @@
 // layout and recipe, the RapidCheck reproduce string and a `dsa-fidelity verify` command.
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <memory>
 
 #include <rapidcheck.h>
 
@@ -64,8 +66,14 @@ TEST(DevicePropertyGpu, KeyCacheEqualsReferenceForGeneratedRecipesAndLayouts) {
     b.norm_bias = in.norm_bias;
     b.cache.assign(expected.size(), 0xAA);
     b.recipe = dev::kernel_recipe(recipe);
-    static const auto kernel = dev::open_kernel("builtin");
-    const std::vector<uint8_t> actual = kernel->key_store(b);
+    // Our kernel at a drawn lane-group width (a tuning knob that must not change a bit).
+    static const std::map<int, std::unique_ptr<dev::KernelUnderTest>> kernels = [] {
+      std::map<int, std::unique_ptr<dev::KernelUnderTest>> m;
+      for (int lanes : {4, 8, 16, 32}) m[lanes] = dev::open_kernel("builtin:" + std::to_string(lanes));
+      return m;
+    }();
+    const int lanes = *rc::gen::element(4, 8, 16, 32);
+    const std::vector<uint8_t> actual = kernels.at(lanes)->key_store(b);
     oracle::CacheOwnership owners{l.page_tables, l.seq_lens};
     const oracle::ByteVerdict v =
         oracle::compare_paged_cache(ref::PagedCacheLayout(recipe.key_quant.format, l.page_size), owners, expected, actual);
@@ -74,7 +82,7 @@ TEST(DevicePropertyGpu, KeyCacheEqualsReferenceForGeneratedRecipesAndLayouts) {
       // The failing recipe as a file, and the verify command that runs it on its own cases.
       const std::string path = ::testing::TempDir() + "dsaf_failing_recipe.json";
       std::ofstream(path) << ref::recipe_to_json(recipe).dump(2) << "\n";
-      RC_LOG() << "layout: " << l.describe() << "\n" << v.describe() << "\n"
+      RC_LOG() << "lanes per head: " << lanes << "\nlayout: " << l.describe() << "\n" << v.describe() << "\n"
                << "reproduce the recipe with: dsa-fidelity verify --kernel builtin --recipe-file " << path
                << " --recipe generated --seed 1\n";
       RC_FAIL("device key cache differs from the reference");

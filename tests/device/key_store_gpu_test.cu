@@ -27,6 +27,8 @@ const std::vector<std::string> kQuantisingPresets = {"dsv32-ref", "dsv32-bf16", 
                                                      "vllm-v32", "dsv4-ref", "sglang-v4-fp8",
                                                      "sglang-v4-bf16", "sglang-v4-fp4"};
 
+const std::vector<int> kLaneWidths = {4, 8, 16, 32};
+
 class KeyStoreGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
@@ -85,7 +87,9 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       args.cache = d_cache.get();
       args.page_size = page_size;
       args.recipe = dev::kernel_recipe(recipe);
-      dev::launch_key_store(args);
+      // The lane-group width is a tuning knob that must not change a bit: cycle through all.
+      const int lanes = kLaneWidths[batches % kLaneWidths.size()];
+      dev::launch_key_store(args, lanes);
       const std::vector<uint8_t> actual = d_cache.download();
 
       oracle::CacheOwnership owners;
@@ -95,7 +99,8 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       }
       const oracle::ByteVerdict v = oracle::compare_paged_cache(layout, owners, expected, actual);
       ASSERT_TRUE(v.pass) << recipe.name << ", page size " << page_size << ", "
-                          << (bf16_input ? "bf16" : "fp32") << " input, batch " << batches << ":\n"
+                          << (bf16_input ? "bf16" : "fp32") << " input, " << lanes << " lanes per head, batch "
+                          << batches << ":\n"
                           << v.describe();
       tokens += T;
       ++batches;
@@ -149,22 +154,29 @@ TEST_P(QueryQuantGpu, MatchesReferenceCodesScalesAndWeights) {
   args.q_scales = d_scales.get();
   args.weights = d_weights.get();
   args.recipe = dev::kernel_recipe(recipe);
-  dev::launch_query_quant(args);
-  const std::vector<uint8_t> values = d_values.download(), scales = d_scales.download();
-  const std::vector<float> weights = d_weights.download();
+  std::vector<ref::QueryOutput> expected;
   for (int64_t t = 0; t < T; ++t) {
-    const ref::QueryOutput q = ref::run_query_path(recipe, input.data() + t * H * kHeadDim, H,
-                                                   wproj.data() + t * H, positions[t], rope);
-    for (int h = 0; h < H; ++h) {
-      const int64_t row = t * H + h;
-      const std::vector<uint8_t> got_values(values.begin() + row * vb, values.begin() + (row + 1) * vb);
-      ASSERT_EQ(got_values, q.heads[h].value_bytes) << recipe.name << " token " << t << " head " << h;
-      const std::vector<uint8_t> got_scales(scales.begin() + row * sb, scales.begin() + (row + 1) * sb);
-      ASSERT_EQ(got_scales, q.heads[h].scale_bytes) << recipe.name << " token " << t << " head " << h;
-      const float expected_weight = static_cast<float>(q.weights[h]);
-      ASSERT_EQ(0, std::memcmp(&weights[row], &expected_weight, 4))
-          << recipe.name << " token " << t << " head " << h << ": weight " << weights[row] << " vs "
-          << expected_weight;
+    expected.push_back(ref::run_query_path(recipe, input.data() + t * H * kHeadDim, H, wproj.data() + t * H,
+                                           positions[t], rope));
+  }
+  for (int lanes : kLaneWidths) {  // a tuning knob: every width must give the same bytes
+    dev::launch_query_quant(args, lanes);
+    const std::vector<uint8_t> values = d_values.download(), scales = d_scales.download();
+    const std::vector<float> weights = d_weights.download();
+    for (int64_t t = 0; t < T; ++t) {
+      const ref::QueryOutput& q = expected[t];
+      for (int h = 0; h < H; ++h) {
+        const int64_t row = t * H + h;
+        const std::string where = recipe.name + ", " + std::to_string(lanes) + " lanes per head, token " +
+                                  std::to_string(t) + " head " + std::to_string(h);
+        const std::vector<uint8_t> got_values(values.begin() + row * vb, values.begin() + (row + 1) * vb);
+        ASSERT_EQ(got_values, q.heads[h].value_bytes) << where;
+        const std::vector<uint8_t> got_scales(scales.begin() + row * sb, scales.begin() + (row + 1) * sb);
+        ASSERT_EQ(got_scales, q.heads[h].scale_bytes) << where;
+        const float expected_weight = static_cast<float>(q.weights[h]);
+        ASSERT_EQ(0, std::memcmp(&weights[row], &expected_weight, 4))
+            << where << ": weight " << weights[row] << " vs " << expected_weight;
+      }
     }
   }
 }
