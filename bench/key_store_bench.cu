@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu_timing.h"
 #include "device/api.h"
 #include "device/head_pipeline.cuh"
 #include "reference/numeric/minifloat.h"
@@ -21,38 +22,10 @@ namespace {
 
 using namespace dsaf;
 
-#define CHECK(expr)                                                                     \
-  do {                                                                                  \
-    cudaError_t s_ = (expr);                                                            \
-    if (s_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(s_)); \
-      std::exit(2);                                                                     \
-    }                                                                                   \
-  } while (0)
-
 constexpr int kSeqs = 16;
 constexpr int kSeqLen = 65536;
 constexpr int64_t kTokens = int64_t{kSeqs} * kSeqLen;  // 1,048,576
 constexpr int kPage = 64;
-
-// Median of `runs` timings (ms) of f after 3 warm-ups, with CUDA events.
-template <class F>
-float median_ms(F f, int runs = 21) {
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<float> t(runs);
-  for (float& ms : t) {
-    CHECK(cudaEventRecord(start));
-    f();
-    CHECK(cudaEventRecord(stop));
-    CHECK(cudaEventSynchronize(stop));
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
-  }
-  std::sort(t.begin(), t.end());
-  return t[runs / 2];
-}
 
 // ---- the unfused baseline: one stage per kernel, fp32 [T][128] in and out ---------------
 // The same stage functions and lane-group width as the fused kernel.
@@ -107,18 +80,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
 
-  // Copy bandwidth: 2 GiB device-to-device, bytes read + written.
-  const size_t copy_bytes = size_t{1} << 31;
-  void *src, *dst;
-  CHECK(cudaMalloc(&src, copy_bytes));
-  CHECK(cudaMalloc(&dst, copy_bytes));
-  CHECK(cudaMemset(src, 1, copy_bytes));
-  const float copy_ms = median_ms([&] { CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); });
-  const double copy_gbps = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
-  CHECK(cudaFree(src));
-  CHECK(cudaFree(dst));
+  const double copy_gbps = bench::copy_bandwidth_gbps();
 
   // Inputs: 1M bf16 rows (Gaussian with outlier channels), 16 sequences x 64K positions.
   std::mt19937 rng(1);
@@ -140,8 +104,8 @@ int main(int argc, char** argv) {
   const auto upload = [](const auto& host) {
     using T = typename std::decay_t<decltype(host)>::value_type;
     T* d;
-    CHECK(cudaMalloc(&d, host.size() * sizeof(T)));
-    CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMalloc(&d, host.size() * sizeof(T)));
+    BENCH_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
     return d;
   };
   uint16_t* d_input = upload(input);
@@ -151,8 +115,8 @@ int main(int argc, char** argv) {
   float* d_weight = upload(weight);
   float* d_bias = upload(bias);
   float *d_tmp0, *d_tmp1;
-  CHECK(cudaMalloc(&d_tmp0, kTokens * 128 * sizeof(float)));
-  CHECK(cudaMalloc(&d_tmp1, kTokens * 128 * sizeof(float)));
+  BENCH_CHECK(cudaMalloc(&d_tmp0, kTokens * 128 * sizeof(float)));
+  BENCH_CHECK(cudaMalloc(&d_tmp1, kTokens * 128 * sizeof(float)));
 
   std::string json = "{\n  \"gpu\": \"" + std::string(prop.name) + "\",\n  \"tokens\": " +
                      std::to_string(kTokens) + ",\n  \"copy_bandwidth_gbps\": " + std::to_string(copy_gbps) +
@@ -167,7 +131,7 @@ int main(int argc, char** argv) {
     float* d_sin = upload(sin);
     const int token_bytes = dev::value_bytes(recipe.key_quant.format) + dev::scale_bytes(recipe.key_quant.format);
     uint8_t* d_cache;
-    CHECK(cudaMalloc(&d_cache, pages * kPage * token_bytes));
+    BENCH_CHECK(cudaMalloc(&d_cache, pages * kPage * token_bytes));
     dev::KeyStoreArgs a;
     a.input = d_input;
     a.input_bf16 = true;
@@ -187,13 +151,13 @@ int main(int argc, char** argv) {
     std::string widths;
     float fused_ms = 0.0f;
     for (int lanes : {4, 8, 16, 32}) {
-      const float ms = median_ms([&] { dev::launch_key_store(a, lanes); });
+      const float ms = bench::median_ms([&] { dev::launch_key_store(a, lanes); });
       if (lanes == dev::kDefaultLanesPerHead) fused_ms = ms;
       widths += (widths.empty() ? "" : ", ") + std::string("\"") + std::to_string(lanes) + "\": " + std::to_string(ms);
       std::printf("%-16s lanes/head %2d: %.4f ms\n", name, lanes, ms);
     }
     const unsigned blocks = static_cast<unsigned>(kTokens / kTokensPerBlock);
-    const float unfused_ms = median_ms([&] {
+    const float unfused_ms = bench::median_ms([&] {
       stage_kernel<Stage::kNorm><<<blocks, 256>>>(a, nullptr, d_tmp0);
       stage_kernel<Stage::kRope><<<blocks, 256>>>(a, d_tmp0, d_tmp1);
       stage_kernel<Stage::kHadamard><<<blocks, 256>>>(a, d_tmp1, d_tmp0);
@@ -203,7 +167,7 @@ int main(int argc, char** argv) {
         default: store_kernel<ref::StorageFormat::kFp4E2m1><<<blocks, 256>>>(a, d_tmp0); break;
       }
     });
-    CHECK(cudaGetLastError());
+    BENCH_CHECK(cudaGetLastError());
     const double bytes = kTokens * (256.0 + token_bytes) + pages * 4.0;
     const double gbps = bytes / (fused_ms * 1e-3) / 1e9;
     char row[1024];
@@ -217,15 +181,11 @@ int main(int argc, char** argv) {
     first = false;
     std::printf("%-16s %3d B/token  fused %.3f ms (%.0f GB/s, %.0f%% of copy)  unfused %.3f ms (%.1fx)\n", name,
                 token_bytes, fused_ms, gbps, 100 * gbps / copy_gbps, unfused_ms, unfused_ms / fused_ms);
-    CHECK(cudaFree(d_cache));
-    CHECK(cudaFree(d_cos));
-    CHECK(cudaFree(d_sin));
+    BENCH_CHECK(cudaFree(d_cache));
+    BENCH_CHECK(cudaFree(d_cos));
+    BENCH_CHECK(cudaFree(d_sin));
   }
   json += "\n  ]\n}\n";
   std::printf("copy bandwidth %.0f GB/s\n", copy_gbps);
-  FILE* f = std::fopen(argv[1], "w");
-  if (f == nullptr) return 2;
-  std::fputs(json.c_str(), f);
-  std::fclose(f);
-  return 0;
+  return bench::write_file(argv[1], json) ? 0 : 2;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/error.h"
 #include "reference/recipe.h"
 
 namespace dsaf::dev {
@@ -95,6 +96,86 @@ inline constexpr int kDefaultLanesPerHead = 8;
 void launch_key_store(const KeyStoreArgs& args, int lanes_per_head = kDefaultLanesPerHead);
 void launch_query_quant(const QueryArgs& args, int lanes_per_head = kDefaultLanesPerHead);
 
+// Indexer logits over the paged key cache, exact-order (device/paged_logits.cu): for
+// query row r of sequence row_seq[r] and key s < max_context,
+//   logits[r][s] = k_scale[s] * sum_h ReLU(q[r][h] . k[s]) * weights[r][h]
+// in reference/score.h's fp32 (or bf16) order, byte-equal to ref::index_scores, for
+// s < row_valid[r]; keys from row_valid[r] on get -inf. Rows describe both layouts:
+//   decode (DeepGEMM's mask): rows b * next_n + j, valid = min(ctx_b, ctx_b - next_n + j + 1)
+//   ragged causal prefill: one row per query token at position p, valid = p + 1
+// (decode_rows below builds the first). q is in its stored form (the query path's values
+// and scales; an fp8 q's scale is already folded into the weights); the cache is
+// reference/paged_cache.h's layout.
+struct PagedLogitsArgs {
+  const uint8_t* q_values = nullptr;  // [rows][H][value bytes of q_format]
+  const uint8_t* q_scales = nullptr;  // [rows][H][scale bytes of q_format]
+  const float* weights = nullptr;     // [rows][H]
+  ref::StorageFormat q_format = ref::StorageFormat::kFp8E4m3fn;
+  ref::StorageFormat k_format = ref::StorageFormat::kFp8E4m3fn;
+  ref::ScoreAccum accum = ref::ScoreAccum::kFp32;  // kFp32 or kBf16
+  int rows = 0;
+  int num_heads = 64;                  // 8, 16, 32 or 64 (fast kernel: 16, 32, 64)
+  const int32_t* row_seq = nullptr;    // [rows] the row's sequence (its page-table row)
+  const int32_t* row_valid = nullptr;  // [rows] keys [0, valid) are scored, <= max_context
+  const uint8_t* cache = nullptr;
+  int page_size = 64;
+  const int32_t* page_tables = nullptr;  // [sequences][page_table_stride]
+  int64_t page_table_stride = 0;
+  int64_t max_context = 0;  // logits row length
+  float* logits = nullptr;  // [rows][max_context]
+};
+
+// Host side: the (row_seq, row_valid) of a decode batch, next_n queries per sequence.
+struct LogitRows {
+  std::vector<int32_t> seq, valid;
+};
+inline LogitRows decode_rows(const std::vector<int32_t>& context_lens, int next_n) {
+  LogitRows rows;
+  for (size_t b = 0; b < context_lens.size(); ++b) {
+    for (int j = 0; j < next_n; ++j) {
+      const int32_t q_offset = context_lens[b] - next_n + j;  // the query's own position is valid
+      rows.seq.push_back(static_cast<int32_t>(b));
+      rows.valid.push_back(q_offset + 1 < context_lens[b] ? q_offset + 1 : context_lens[b]);
+    }
+  }
+  return rows;
+}
+void launch_paged_logits(const PagedLogitsArgs& args);
+// The same on fp8 tensor cores (device/paged_logits_mma.cu): fp8 cache and fp8 queries,
+// fp32 accumulation, 16/32/64 heads. BOUNDED, not byte-exact: the bound and its
+// derivation are in that file's header; tests/device/paged_logits_gpu_test.cu checks it.
+void launch_paged_logits_fast(const PagedLogitsArgs& args);
+
+// ---- Top-K (device/topk.cu) ----------------------------------------------------------------
+// Exact, deterministic top-K per row, equal to ref::select_topk (reference/topk.h) index for
+// index: higher score first, equal scores by lower index (-0.0 and +0.0 are equal scores);
+// row r gets the first min(k, len_r) positions of that order, in that order, then -1. Scores
+// are compared as fp32 values through their bits (subnormals kept, no flush to zero). A NaN
+// among a row's valid scores is bad input: that row gets all -1 and status kNaN.
+inline constexpr int kTopKMaxK = 2048;
+inline constexpr int kTopKMaxRowLength = 1 << 18;  // 262,144 positions
+
+enum class TopKRowStatus : int32_t { kOk = 0, kNaN = 1, kBadLength = 2, kInternal = 3 };
+
+struct TopKArgs {
+  const float* scores = nullptr;           // row r starts at scores + r * row_stride
+  int64_t row_stride = 0;                  // floats; at least every row's valid length
+  int rows = 0;
+  const int32_t* valid_lengths = nullptr;  // [rows]: positions [0, len) are valid; null: row_stride
+  int k = 0;                               // 1 .. kTopKMaxK
+  int32_t* indices = nullptr;              // [rows][k]
+  int32_t* row_status = nullptr;           // optional [rows] TopKRowStatus, see launch_topk
+};
+
+// Stream 0. Throws kBadInput for k outside [1, kTopKMaxK] and other unsupported arguments.
+// Without args.row_status it synchronises and throws kBadInput naming the first row with a
+// NaN score or a valid length outside [0, min(row_stride, kTopKMaxRowLength)] (kInternal if
+// a self-check failed). With args.row_status it does not synchronise: the kernel writes each
+// row's TopKRowStatus there for the caller to check. `blocks_per_row` (0 = automatic, or 1,
+// 2, 4, 8: a thread-block cluster per row) is a tuning knob with no effect on any output bit.
+inline constexpr int kTopKAutoBlocksPerRow = 0;
+void launch_topk(const TopKArgs& args, int blocks_per_row = kTopKAutoBlocksPerRow);
+
 }  // namespace dsaf::dev
 
 namespace dsaf::dev {
@@ -130,6 +211,30 @@ struct HostQueryResult {
   std::vector<float> weights;
 };
 
+// Paged logits on host data (the layouts of PagedLogitsArgs).
+struct HostLogitsBatch {
+  std::vector<uint8_t> q_values, q_scales;
+  std::vector<float> weights;
+  ref::StorageFormat q_format = ref::StorageFormat::kFp8E4m3fn;
+  ref::StorageFormat k_format = ref::StorageFormat::kFp8E4m3fn;
+  ref::ScoreAccum accum = ref::ScoreAccum::kFp32;
+  int num_heads = 64;
+  std::vector<int32_t> row_seq, row_valid;
+  std::vector<uint8_t> cache;
+  int page_size = 64;
+  std::vector<int32_t> page_tables;
+  int64_t page_table_stride = 0;
+  int64_t max_context = 0;
+};
+
+// Top-K on host data (the layouts of TopKArgs).
+struct HostTopKBatch {
+  std::vector<float> scores;  // [rows][row_stride]
+  int64_t row_stride = 0;
+  std::vector<int32_t> valid_lengths;  // [rows]
+  int k = 0;
+};
+
 class KernelUnderTest {
  public:
   virtual ~KernelUnderTest() = default;
@@ -138,9 +243,21 @@ class KernelUnderTest {
   // Runs the key path on the batch; returns the cache bytes after it.
   virtual std::vector<uint8_t> key_store(const HostKeyBatch& batch) const = 0;
   virtual HostQueryResult query_quant(const HostQueryBatch& batch) const = 0;
+  // Scoring and selection (kernel_abi.h dsaf_scoring_v1), when the kernel has them.
+  virtual bool has_paged_logits() const { return false; }
+  virtual bool logits_exact_order() const { return true; }  // else bounded
+  virtual std::vector<float> paged_logits(const HostLogitsBatch&) const {  // [rows][max_context]
+    throw Error(ErrorKind::kBadInput, name() + " has no paged logits");
+  }
+  virtual bool has_topk() const { return false; }
+  virtual std::vector<int32_t> topk(const HostTopKBatch&) const {  // [rows][k]
+    throw Error(ErrorKind::kBadInput, name() + " has no top-K");
+  }
 };
 
-// "builtin" (our kernels) or the path of a plug-in shared library. Throws dsaf::Error
+// "builtin" (our kernels: exact-order logits), "builtin-fast" (the same with the fp8
+// tensor-core logits kernel), "builtin:N" (N lanes per head), or the path of a plug-in
+// shared library. Throws dsaf::Error
 // (kEnvironment) without a CUDA device or when the library cannot be loaded, (kBadInput)
 // when it does not export dsaf_kernel_get for ABI version 1. Defined only in CUDA builds.
 std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec);

@@ -83,6 +83,44 @@ typedef struct {
 
 typedef const dsaf_kernel_v1* (*dsaf_kernel_get_fn)(uint32_t abi_version);
 
+/* ---- Scoring and selection (optional second symbol) ------------------------------------
+ * A plug-in may also export
+ *   const dsaf_scoring_v1* dsaf_scoring_get(uint32_t abi_version);
+ * for its paged indexer logits and/or top-K (either entry may be NULL), which `verify`
+ * then checks against the reference (device/api.h PagedLogitsArgs and TopKArgs give the
+ * semantics; ref::index_scores and ref::select_topk are the references). */
+#define DSAF_SCORING_ABI_VERSION 1u
+
+typedef struct {
+  const uint8_t* q_values; const uint8_t* q_scales; const float* weights; /* [rows][H][...] */
+  int32_t q_format, k_format; /* StorageFormat */
+  int32_t accum;              /* ScoreAccum: kFp32 or kBf16 */
+  int32_t rows, num_heads;
+  const int32_t* row_seq; const int32_t* row_valid; /* [rows] */
+  const uint8_t* cache; int32_t page_size;
+  const int32_t* page_tables; int64_t page_table_stride;
+  int64_t max_context; float* logits; /* [rows][max_context]; -inf from row_valid on */
+} dsaf_paged_logits_args_v1;
+
+typedef struct {
+  const float* scores; int64_t row_stride; int32_t rows;
+  const int32_t* valid_lengths; /* [rows] */
+  int32_t k; int32_t* indices;  /* [rows][k], (score desc, index asc), -1 padded */
+} dsaf_topk_args_v1;
+
+/* logits_contract: 0 = exact-order (byte-equal to the reference's fp32 or bf16 order),
+ * 1 = bounded (verify reports the error against the exact score and the top-K overlap). */
+typedef struct {
+  uint32_t abi_version;
+  const char* name;
+  int32_t logits_contract;
+  int (*paged_logits)(const dsaf_paged_logits_args_v1* args); /* may be NULL */
+  int (*topk)(const dsaf_topk_args_v1* args);                 /* may be NULL */
+  const char* (*last_error)(void);
+} dsaf_scoring_v1;
+
+typedef const dsaf_scoring_v1* (*dsaf_scoring_get_fn)(uint32_t abi_version);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,7 +40,8 @@ class Device {
 
 class AbiKernel : public KernelUnderTest {
  public:
-  AbiKernel(const dsaf_kernel_v1* table, void* library) : table_(table), library_(library) {}
+  AbiKernel(const dsaf_kernel_v1* table, void* library, const dsaf_scoring_v1* scoring = nullptr)
+      : table_(table), library_(library), scoring_(scoring) {}
   ~AbiKernel() override {
     if (library_ != nullptr) dlclose(library_);
   }
@@ -70,6 +71,53 @@ class AbiKernel : public KernelUnderTest {
     a.recipe = to_abi(b.recipe);
     if (table_->key_store(&a) != 0) fail("key_store");
     return cache.download();
+  }
+
+  bool has_paged_logits() const override { return scoring_ != nullptr && scoring_->paged_logits != nullptr; }
+  bool logits_exact_order() const override { return scoring_ == nullptr || scoring_->logits_contract == 0; }
+  bool has_topk() const override { return scoring_ != nullptr && scoring_->topk != nullptr; }
+
+  std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
+    if (!has_paged_logits()) return KernelUnderTest::paged_logits(b);
+    const int rows = static_cast<int>(b.row_seq.size());
+    Device<uint8_t> q_values(b.q_values), q_scales(b.q_scales), cache(b.cache);
+    Device<float> weights(b.weights), logits(static_cast<size_t>(rows) * b.max_context);
+    Device<int32_t> row_seq(b.row_seq), row_valid(b.row_valid), tables(b.page_tables);
+    dsaf_paged_logits_args_v1 a{};
+    a.q_values = q_values.get();
+    a.q_scales = q_scales.get();
+    a.weights = weights.get();
+    a.q_format = static_cast<int32_t>(b.q_format);
+    a.k_format = static_cast<int32_t>(b.k_format);
+    a.accum = static_cast<int32_t>(b.accum);
+    a.rows = rows;
+    a.num_heads = b.num_heads;
+    a.row_seq = row_seq.get();
+    a.row_valid = row_valid.get();
+    a.cache = cache.get();
+    a.page_size = b.page_size;
+    a.page_tables = tables.get();
+    a.page_table_stride = b.page_table_stride;
+    a.max_context = b.max_context;
+    a.logits = logits.get();
+    if (scoring_->paged_logits(&a) != 0) fail_scoring("paged_logits");
+    return logits.download();
+  }
+
+  std::vector<int32_t> topk(const HostTopKBatch& b) const override {
+    if (!has_topk()) return KernelUnderTest::topk(b);
+    const int rows = static_cast<int>(b.valid_lengths.size());
+    Device<float> scores(b.scores);
+    Device<int32_t> lengths(b.valid_lengths), indices(static_cast<size_t>(rows) * b.k);
+    dsaf_topk_args_v1 a{};
+    a.scores = scores.get();
+    a.row_stride = b.row_stride;
+    a.rows = rows;
+    a.valid_lengths = lengths.get();
+    a.k = b.k;
+    a.indices = indices.get();
+    if (scoring_->topk(&a) != 0) fail_scoring("topk");
+    return indices.download();
   }
 
   HostQueryResult query_quant(const HostQueryBatch& b) const override {
@@ -102,8 +150,15 @@ class AbiKernel : public KernelUnderTest {
     throw Error(ErrorKind::kEnvironment, name() + ": " + what + " failed: " +
                                              (table_->last_error ? table_->last_error() : "(no message)"));
   }
+  // A scoring call that failed on bad input (a NaN score, a length outside the row) is
+  // the caller's bad input; anything else is the environment's.
+  [[noreturn]] void fail_scoring(const char* what) const {
+    throw Error(ErrorKind::kBadInput, name() + ": " + what + " failed: " +
+                                          (scoring_->last_error ? scoring_->last_error() : "(no message)"));
+  }
   const dsaf_kernel_v1* table_;
   void* library_;
+  const dsaf_scoring_v1* scoring_;
 };
 
 }  // namespace
@@ -114,7 +169,14 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
     throw Error(ErrorKind::kEnvironment,
                 "this needs a GPU: no CUDA device (" + (gpu.error.empty() ? "0 devices" : gpu.error) + ")");
   }
-  if (spec == "builtin") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect>("builtin"), nullptr);
+  if (spec == "builtin") {
+    return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect>("builtin"), nullptr,
+                                       abi_scoring_table<false>("builtin"));
+  }
+  if (spec == "builtin-fast") {
+    return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect>("builtin-fast"), nullptr,
+                                       abi_scoring_table<true>("builtin-fast (fp8 tensor-core logits)"));
+  }
   // builtin:N — our kernels with N lanes per head (a tuning knob; the bytes must not change)
   if (spec == "builtin:4") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 4>("builtin:4"), nullptr);
   if (spec == "builtin:8") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 8>("builtin:8"), nullptr);
@@ -129,7 +191,10 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
     throw Error(ErrorKind::kBadInput, "'" + spec + "' does not export dsaf_kernel_get for ABI version " +
                                           std::to_string(DSAF_KERNEL_ABI_VERSION));
   }
-  return std::make_unique<AbiKernel>(table, library);
+  const auto get_scoring = reinterpret_cast<dsaf_scoring_get_fn>(dlsym(library, "dsaf_scoring_get"));
+  const dsaf_scoring_v1* scoring = get_scoring ? get_scoring(DSAF_SCORING_ABI_VERSION) : nullptr;
+  if (scoring != nullptr && scoring->abi_version != DSAF_SCORING_ABI_VERSION) scoring = nullptr;
+  return std::make_unique<AbiKernel>(table, library, scoring);
 }
 
 }  // namespace dsaf::dev

@@ -192,6 +192,7 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
   // ---- Query path -------------------------------------------------------------------
   if (!kernel.has_query_path()) {
     report.text += "query path: not provided by the kernel\n";
+    verify_scoring(kernel, config, rng, report);
     return report;
   }
   dev::HostQueryBatch q;
@@ -269,6 +270,7 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
   }
   report.json["stages"] = stages;
   report.pass = report.pass && query_ok;
+  verify_scoring(kernel, config, rng, report);
   return report;
 }
 

@@ -6,10 +6,12 @@
 // the key cache (byte-exact, first mismatch located), and, when the kernel has a query
 // path, the q codes, q scales and head weights. A failure is diagnosed: which single
 // recipe field, changed, reproduces the kernel's bytes exactly, or whether its keys sit
-// a fixed number of slots away from where the page table puts them.
+// a fixed number of slots away from where the page table puts them. When the kernel also
+// scores and selects, its paged logits and top-K are checked last (verify_scoring).
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -37,5 +39,10 @@ struct VerifyReport {
 };
 
 VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& config);
+
+// The scoring stages run_verify ends with (verify_scoring.cc): paged logits and top-K,
+// when the kernel provides them (kernel_abi.h dsaf_scoring_v1).
+void verify_scoring(const dev::KernelUnderTest& kernel, const VerifyConfig& config, std::mt19937_64& rng,
+                    VerifyReport& report);
 
 }  // namespace dsaf::oracle

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# On the offline GPU host: build (scripts/gpu_host.sh), run the GPU tests, run them
-# under compute-sanitizer (memcheck, racecheck; a reduced filter), the benchmarks and the
-# PyTorch baseline, and write bench/results/<date>-<gpu>*.json plus logs into $OUT (or
-# bench/results/ when OUT is unset).
+# On the offline GPU host: build (scripts/gpu_host.sh), run every CTest test (the GPU
+# ones included), the device property at scale 100, compute-sanitizer (memcheck,
+# racecheck; a reduced filter), `verify` on our kernels and the plug-ins, the benchmarks
+# and the PyTorch baselines. Writes bench/results-style files named
+# <date>-<gpu>-* into $OUT (or bench/results/ when OUT is unset) and prints a summary.
 #   scripts/gpu_check.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,23 +14,50 @@ stamp="$(date +%Y-%m-%d)-$(nvidia-smi --query-gpu=name --format=csv,noheader | h
 export PATH=/usr/local/cuda/bin:$PATH
 scripts/gpu_host.sh "$build" > "$out/$stamp-build-and-ctest.log" 2>&1
 echo "ctest (all labels): $(grep -E 'tests passed|tests failed' "$out/$stamp-build-and-ctest.log")"
+grep -E '^\s+[0-9]+ - .*\((Failed|Not Run|Timeout)\)' "$out/$stamp-build-and-ctest.log" | head -20
 export LD_LIBRARY_PATH=/tmp/dsaf-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-"$build/tests/device_gpu_test" > "$out/$stamp-gpu-tests.log" 2>&1
-echo "gpu tests: $(tail -1 "$out/$stamp-gpu-tests.log")"; grep -E '^\[ (sglang|dsv|vllm)' "$out/$stamp-gpu-tests.log"
+
+tests="$out/$stamp-gpu-tests.log"
+{
+  for t in device_gpu_test paged_logits_gpu_test topk_gpu_test verify_plugins_gpu_test; do
+    "$build/tests/$t"; echo "$t exit $?"
+  done
+  DSAF_PROPERTY_SCALE=100 "$build/tests/device_property_gpu_test"; echo "device_property_gpu_test (scale 100) exit $?"
+} > "$tests" 2>&1
+grep -E ' exit |^\[ (sglang|dsv|vllm|topk|TopK)|OK, passed|FAILED' "$tests" | head -60
+
 for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/device_gpu_test" \
-    --gtest_filter='*QueryQuantGpu*sglang_v4_fp8*:*KeyStoreGpu*dsv4_ref*' > "$out/$stamp-sanitizer-$tool.log" 2>&1
-  echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-$tool.log" | tail -1))"
+    --gtest_filter='*QueryQuantGpu*sglang_v4_fp8*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*sglang_v4_fp4*' \
+    > "$out/$stamp-sanitizer-$tool.log" 2>&1
+  echo "compute-sanitizer $tool (key/query): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-$tool.log" | tail -1))"
+  compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/paged_logits_gpu_test" \
+    --gtest_filter='*sglang_v4_fp8*' > "$out/$stamp-sanitizer-logits-$tool.log" 2>&1
+  echo "compute-sanitizer $tool (paged logits): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-logits-$tool.log" | tail -1))"
 done
-for recipe in dsv32-ref dsv32-bf16 sglang-v32-fused vllm-v32 dsv4-ref sglang-v4-fp8 sglang-v4-bf16 sglang-v4-fp4; do
-  "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_example_plugin.so" --recipe $recipe --cases 10000 \
-    --json "$out/$stamp-verify-$recipe.json" > "$out/$stamp-verify-$recipe.log" 2>&1
-  echo "verify example plug-in, $recipe: exit $? — $(grep -E '^key cache' "$out/$stamp-verify-$recipe.log")"
-done
-for bug in wrong_reciprocal wrong_offset; do
-  "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_${bug}_plugin.so" --recipe sglang-v4-fp8 \
-    --cases 10000 > "$out/$stamp-verify-$bug.log" 2>&1
-  echo "verify $bug plug-in: exit $?"; grep -E 'explained|MISMATCH' "$out/$stamp-verify-$bug.log" | head -4
-done
+
+verify="$out/$stamp-verify.log"
+{
+  for recipe in dsv32-ref dsv32-bf16 sglang-v32-fused vllm-v32 dsv4-ref sglang-v4-fp8 sglang-v4-bf16 sglang-v4-fp4; do
+    echo "== verify example plug-in, $recipe"
+    "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_example_plugin.so" --recipe $recipe --cases 10000
+    echo "exit $?"
+  done
+  for recipe in dsv32-ref sglang-v4-fp8; do
+    echo "== verify builtin-fast, $recipe"
+    "$build/cli/dsa-fidelity" verify --kernel builtin-fast --recipe $recipe --cases 10000; echo "exit $?"
+  done
+  for bug in wrong_reciprocal wrong_offset; do
+    echo "== verify $bug plug-in, sglang-v4-fp8"
+    "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_${bug}_plugin.so" --recipe sglang-v4-fp8 --cases 10000
+    echo "exit $?"
+  done
+} > "$verify" 2>&1
+grep -E '^== |^exit|MISMATCH|explained|paged logits|top-K' "$verify" | head -80
+
 "$build/bench/key_store_bench" "$out/$stamp-key-store-bench.json"
-python3 bench/torch_key_path.py > "$out/$stamp-torch-key-path.json" && cat "$out/$stamp-torch-key-path.json"
+"$build/bench/paged_logits_bench" "$out/$stamp-paged-logits-bench.json"
+"$build/bench/topk_bench" "$out/$stamp-topk-bench.json"
+for py in torch_key_path torch_paged_logits torch_topk; do
+  python3 "bench/$py.py" > "$out/$stamp-$py.json" && cat "$out/$stamp-$py.json"
+done

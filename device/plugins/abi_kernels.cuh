@@ -134,6 +134,64 @@ int abi_query_quant(const dsaf_query_args_v1* a) {
 
 inline const char* abi_error_text() { return abi_last_error().c_str(); }
 
+// Our paged logits behind the scoring ABI: the exact-order kernel, or (kFast) the fp8
+// tensor-core kernel with its bounded contract.
+template <bool kFast>
+int abi_paged_logits(const dsaf_paged_logits_args_v1* a) {
+  try {
+    PagedLogitsArgs args;
+    args.q_values = a->q_values;
+    args.q_scales = a->q_scales;
+    args.weights = a->weights;
+    args.q_format = static_cast<ref::StorageFormat>(a->q_format);
+    args.k_format = static_cast<ref::StorageFormat>(a->k_format);
+    args.accum = static_cast<ref::ScoreAccum>(a->accum);
+    args.rows = a->rows;
+    args.num_heads = a->num_heads;
+    args.row_seq = a->row_seq;
+    args.row_valid = a->row_valid;
+    args.cache = a->cache;
+    args.page_size = a->page_size;
+    args.page_tables = a->page_tables;
+    args.page_table_stride = a->page_table_stride;
+    args.max_context = a->max_context;
+    args.logits = a->logits;
+    if constexpr (kFast) {
+      launch_paged_logits_fast(args);
+    } else {
+      launch_paged_logits(args);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    abi_last_error() = e.what();
+    return 1;
+  }
+}
+
+inline int abi_topk(const dsaf_topk_args_v1* a) {
+  try {
+    TopKArgs args;
+    args.scores = a->scores;
+    args.row_stride = a->row_stride;
+    args.rows = a->rows;
+    args.valid_lengths = a->valid_lengths;
+    args.k = a->k;
+    args.indices = a->indices;
+    launch_topk(args);
+    return 0;
+  } catch (const std::exception& e) {
+    abi_last_error() = e.what();
+    return 1;
+  }
+}
+
+template <bool kFast>
+const dsaf_scoring_v1* abi_scoring_table(const char* name) {
+  static const dsaf_scoring_v1 table = {DSAF_SCORING_ABI_VERSION, name, kFast ? 1 : 0, &abi_paged_logits<kFast>,
+                                        &abi_topk, &abi_error_text};
+  return &table;
+}
+
 template <PluginBug kBug, int kLanes = kDefaultLanesPerHead>
 const dsaf_kernel_v1* abi_table(const char* name) {
   static const dsaf_kernel_v1 table = {DSAF_KERNEL_ABI_VERSION, name, &abi_key_store<kBug, kLanes>,

@@ -18,3 +18,9 @@ extern "C" __attribute__((visibility("default"))) const dsaf_kernel_v1* dsaf_ker
   if (abi_version != DSAF_KERNEL_ABI_VERSION) return nullptr;
   return dsaf::dev::abi_table<kBug>(kNames[DSAF_PLUGIN_BUG]);
 }
+
+// Scoring and selection: our exact-order logits and top-K (no deliberate bugs here).
+extern "C" __attribute__((visibility("default"))) const dsaf_scoring_v1* dsaf_scoring_get(uint32_t abi_version) {
+  if (abi_version != DSAF_SCORING_ABI_VERSION) return nullptr;
+  return dsaf::dev::abi_scoring_table<false>(kNames[DSAF_PLUGIN_BUG]);
+}

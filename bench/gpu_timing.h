@@ -1,0 +1,84 @@
+// File: gpu_timing.h — what every GPU benchmark needs: error checks, a median of CUDA
+// event timings, the device-to-device copy bandwidth all fractions are taken of, device
+// arrays and the JSON write. Header-only; for bench/*.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#define BENCH_CHECK(expr)                                                                          \
+  do {                                                                                             \
+    cudaError_t s_ = (expr);                                                                       \
+    if (s_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(s_));   \
+      std::exit(2);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+namespace dsaf::bench {
+
+// Median of `runs` timings (ms) of f after 3 warm-ups, with CUDA events on stream 0.
+template <class F>
+float median_ms(F f, int runs = 21) {
+  cudaEvent_t start, stop;
+  BENCH_CHECK(cudaEventCreate(&start));
+  BENCH_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<float> t(runs);
+  for (float& ms : t) {
+    BENCH_CHECK(cudaEventRecord(start));
+    f();
+    BENCH_CHECK(cudaEventRecord(stop));
+    BENCH_CHECK(cudaEventSynchronize(stop));
+    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  }
+  BENCH_CHECK(cudaEventDestroy(start));
+  BENCH_CHECK(cudaEventDestroy(stop));
+  std::sort(t.begin(), t.end());
+  return t[runs / 2];
+}
+
+// Measured device-to-device copy bandwidth (GB/s, bytes read + written) of a 2 GiB copy.
+inline double copy_bandwidth_gbps() {
+  const size_t bytes = size_t{1} << 31;
+  void *src, *dst;
+  BENCH_CHECK(cudaMalloc(&src, bytes));
+  BENCH_CHECK(cudaMalloc(&dst, bytes));
+  BENCH_CHECK(cudaMemset(src, 1, bytes));
+  const float ms = median_ms([&] { BENCH_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); });
+  BENCH_CHECK(cudaFree(src));
+  BENCH_CHECK(cudaFree(dst));
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+// A device copy of a host vector, freed on scope exit.
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t count) { BENCH_CHECK(cudaMalloc(&ptr_, std::max<size_t>(1, count) * sizeof(T))); }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    BENCH_CHECK(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceArray() { cudaFree(ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+};
+
+inline bool write_file(const char* path, const std::string& text) {
+  FILE* f = std::fopen(path, "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fputs(text.c_str(), f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+}  // namespace dsaf::bench

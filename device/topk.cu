@@ -1,0 +1,565 @@
+// File: topk.cu — exact, deterministic top-K per row (api.h TopKArgs), the device twin of
+// ref::select_topk (reference/topk.h). No arithmetic: scores are compared through their
+// bit patterns, so the result is the reference's to the bit, with no rounding to bound.
+//
+// Order. Score s at position i of a row gets the 50-bit composite
+//   c = order_key(s) << 18 | (2^18 - 1 - i),
+// where order_key maps fp32 bits to a uint32 with the order of the floats (positives: sign
+// bit set; negatives: all bits flipped) after -0.0 is made +0.0, since the reference compares
+// doubles and -0.0 == +0.0 there (a tie, broken by index). Subnormals keep their bits (no
+// flush to zero: nothing is computed in floating point). Composites are distinct within a
+// row, and c(a) > c(b) exactly when the reference puts a before b, so the top K is the K
+// largest composites, and the output order is the composites in descending order.
+//
+// Algorithm: one thread-block cluster of kCluster blocks (1, 2, 4 or 8) per row; block r of
+// the cluster owns the r-th contiguous slice of the row. Every pass reads the elements
+// still "in play" and each block keeps its own histogram in shared memory; the blocks read
+// one another's histograms through distributed shared memory (DSMEM), so every block picks
+// the same digit. Radix select, most significant digit first, over the five digit fields
+//   composite bits [49:39] [38:28] [27:18] (the score) [17:9] [8:0] (the index)
+// 1. Pass 0 reads the whole row (float4 where aligned), flags NaN, histograms field 0.
+// 2. After each histogram the cluster sums it and finds the bin b holding the remaining-th
+//    largest composite among those in play. Elements in play with a digit above b are
+//    selected by the next pass; those with digit b stay in play; the rest drop out. When
+//    every element of bin b is needed, the next pass is the last: it selects digit >= b.
+//    Otherwise the next pass histograms the next field. Composites are distinct, so bin b
+//    of field 4 always holds exactly the one element still needed: at most 6 passes.
+// 3. A pass that reads the row from global memory also copies the elements it passes to
+//    the next level into a shared buffer, when this block's count (known from the previous
+//    histogram) fits in kBufferCapacity. Later passes read the buffer instead of the row.
+//    When the count does not fit, the next pass reads the row again: an overflowing
+//    candidate set costs a pass over the row, never an element (NUMERICS.md §5.5 is the
+//    upstream kernel that drops them).
+// 4. Block 0 gathers the selected composites of the cluster (at most kTopKMaxK), sorts them
+//    in descending order (bitonic network) and writes the indices, -1 after the valid count.
+// Determinism: the selected set is a function of the row only, and sorting distinct
+// composites has one result, so the unordered shared-memory appends (atomicAdd slots) and
+// the slice split never show in the output; every blocks_per_row gives the same bits.
+//
+// NaN: a NaN among a row's valid scores is bad input, as in the reference. The row's
+// indices are all -1 and its status is TopKRowStatus::kNaN; launch_topk throws kBadInput
+// naming the first such row unless the caller takes the statuses (TopKArgs::row_status).
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cub/block/block_scan.cuh>
+
+#include "device/api.h"
+#include "device/launch.h"
+
+namespace dsaf::dev {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 1024;
+constexpr int kIndexBits = 18;  // the index field of the composite
+static_assert(kTopKMaxRowLength == 1 << kIndexBits, "every index fits the composite's index field");
+constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
+constexpr int kDigitBits = 11;          // the widest digit field
+constexpr int kBins = 1 << kDigitBits;  // 2048 counters, 8 KB per histogram
+static_assert(kBins == 2 * kThreads, "the bin search gives each thread two adjacent bins");
+constexpr int kNumFields = 5;
+// 16384 candidates (128 KB): at least the 2048-entry sort array the buffer doubles as, and
+// with the histograms and the selection ~164 KB of the 227 KB a block may have on sm_90.
+constexpr int kBufferCapacity = 16384;
+static_assert(kBufferCapacity >= kTopKMaxK, "block 0 sorts the selection in the buffer");
+// float4 loads in flight per thread. With one block per row a grid of few rows streams
+// through few SMs, each needing many bytes in flight; the cluster variants spread a row
+// over more SMs, and at 4 they spill under the 64-register cap of 1024 threads (ptxas -v).
+template <int kCluster>
+constexpr int kVectorUnroll = kCluster == 1 ? 4 : 2;
+// Below this many scores per block, the cluster barriers cost more than the extra blocks save.
+constexpr int64_t kMinScoresPerBlock = 16384;
+
+struct Field {
+  int shift;
+  int width;
+};
+// The digit fields, most significant first: 11 + 11 + 10 score bits, 9 + 9 index bits.
+__host__ __device__ constexpr Field field(int f) {
+  return f == 0 ? Field{39, 11} : f == 1 ? Field{28, 11} : f == 2 ? Field{18, 10} : f == 3 ? Field{9, 9} : Field{0, 9};
+}
+static_assert(field(0).shift + field(0).width == 32 + kIndexBits, "field 0 starts at the composite's top bit");
+static_assert(field(1).shift + field(1).width == field(0).shift &&
+                  field(2).shift + field(2).width == field(1).shift &&
+                  field(3).shift + field(3).width == field(2).shift &&
+                  field(4).shift + field(4).width == field(3).shift,
+              "the fields are adjacent");
+static_assert(field(2).shift == kIndexBits && field(4).shift == 0, "score fields end at the index field; 4 ends at 0");
+
+// Which elements a pass looks at, as masks over the composite (T = uint64_t), or over the
+// order key alone (T = uint32_t: the masks shifted down by kIndexBits) when no mask and no
+// digit touches the index field, so the hot passes over the row skip 64-bit arithmetic.
+// An element is in play when (x & mask_in) == value_in. In play and
+//   (x & mask_sel) >  value_sel: selected;
+//   (x & mask_sel) == value_sel: counted in the histogram (and buffered), or selected in
+//                                the final pass.
+template <class T>
+struct Plan {
+  T mask_in, value_in, mask_sel, value_sel;
+  int digit_shift;
+  uint32_t digit_mask;
+  bool buffer;  // copy the histogrammed elements into the block's buffer
+};
+
+struct Scalars {
+  uint32_t selected_count;
+  uint32_t buffered_count;
+  uint32_t has_nan;
+  uint32_t overflow;  // a shared array would have overflowed: a bug, reported as kInternal
+  uint32_t bin, above, bin_total;
+};
+
+using BlockScan = cub::BlockScan<uint32_t, kThreads>;
+
+struct Smem {
+  uint64_t buffer[kBufferCapacity];  // candidates in play; at the end block 0's sort array
+  uint64_t selected[kTopKMaxK];      // this block's selected composites, unordered
+  uint32_t hist[2][kBins];           // alternate passes: peers may still read the last one
+  Scalars s;
+  BlockScan::TempStorage scan;
+};
+
+static_assert(sizeof(Smem) <= 227 * 1024, "sm_90's dynamic shared memory limit per block");
+
+__device__ __forceinline__ uint32_t order_key(uint32_t bits) {
+  bits = bits == 0x8000'0000u ? 0u : bits;  // -0.0 -> +0.0: equal scores in the reference
+  const uint32_t flip = static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | 0x8000'0000u;
+  return bits ^ flip;
+}
+
+__device__ __forceinline__ uint64_t composite(uint32_t key, int index) {
+  return static_cast<uint64_t>(key) << kIndexBits | (kIndexMask - static_cast<uint32_t>(index));
+}
+
+// ---- Cluster helpers; a cluster of one block is the block itself --------------------------
+template <int kCluster>
+__device__ __forceinline__ int block_rank() {
+  if constexpr (kCluster == 1) {
+    return 0;
+  } else {
+    return static_cast<int>(cg::this_cluster().block_rank());
+  }
+}
+
+// A barrier over the cluster, with release/acquire order for shared memory (a block
+// barrier when kCluster == 1).
+template <int kCluster>
+__device__ __forceinline__ void cluster_barrier() {
+  if constexpr (kCluster == 1) {
+    __syncthreads();
+  } else {
+    cg::this_cluster().sync();
+  }
+}
+
+template <int kCluster, class T>
+__device__ __forceinline__ T* peer(T* local, int rank) {
+  if constexpr (kCluster == 1) {
+    return local;
+  } else {
+    return cg::this_cluster().map_shared_rank(local, static_cast<unsigned>(rank));
+  }
+}
+
+// ---- One element --------------------------------------------------------------------------
+__device__ __forceinline__ void append(uint64_t* array, uint32_t* count, uint32_t capacity, uint64_t c,
+                                       uint32_t* overflow) {
+  const uint32_t slot = atomicAdd(count, 1u);
+  if (slot < capacity) {
+    array[slot] = c;
+  } else {
+    *overflow = 1u;  // never by construction; reported rather than dropped silently
+  }
+}
+
+template <bool kFinal, class T>
+__device__ __forceinline__ void visit(T x, uint64_t c, const Plan<T>& p, uint32_t* hist, Smem& sm) {
+  if ((x & p.mask_in) != p.value_in) return;
+  const T high = x & p.mask_sel;
+  if (high > p.value_sel || (kFinal && high == p.value_sel)) {
+    append(sm.selected, &sm.s.selected_count, kTopKMaxK, c, &sm.s.overflow);
+    return;
+  }
+  if constexpr (!kFinal) {
+    if (high == p.value_sel) {
+      atomicAdd(&hist[static_cast<uint32_t>(x >> p.digit_shift) & p.digit_mask], 1u);
+      if (p.buffer) append(sm.buffer, &sm.s.buffered_count, kBufferCapacity, c, &sm.s.overflow);
+    }
+  }
+}
+
+// Returns whether the score is a NaN.
+template <bool kFinal, class T>
+__device__ __forceinline__ bool visit_score(float score, int index, const Plan<T>& p, uint32_t* hist, Smem& sm) {
+  const uint32_t bits = __float_as_uint(score);
+  const uint32_t key = order_key(bits);
+  const uint64_t c = composite(key, index);
+  if constexpr (sizeof(T) == sizeof(uint32_t)) {
+    visit<kFinal>(key, c, p, hist, sm);
+  } else {
+    visit<kFinal>(c, c, p, hist, sm);
+  }
+  return (bits & 0x7FFF'FFFFu) > 0x7F80'0000u;
+}
+
+// ---- Passes -------------------------------------------------------------------------------
+// This block's part of the row: the scalar head up to the first 16-byte boundary (block 0),
+// a contiguous range of float4 vectors, and the scalar tail (last block).
+struct Slice {
+  const float* row;
+  int head;                  // scores [0, head) are scalar
+  int vec_begin, vec_end;    // this block's float4 vectors; vector v holds head + 4v .. +3
+  int tail_begin, tail_end;  // scalar scores after the last vector
+  bool has_head, has_tail;
+  uint32_t count;            // scores this block reads
+};
+
+template <int kCluster>
+__device__ Slice make_slice(const float* row, int n, int rank) {
+  Slice s;
+  s.row = row;
+  const auto address = reinterpret_cast<uintptr_t>(row);  // float-aligned
+  s.head = min(n, static_cast<int>(((16 - (address & 15)) & 15) / sizeof(float)));
+  const int vectors = (n - s.head) / 4;
+  s.vec_begin = static_cast<int>(static_cast<int64_t>(vectors) * rank / kCluster);
+  s.vec_end = static_cast<int>(static_cast<int64_t>(vectors) * (rank + 1) / kCluster);
+  s.tail_begin = s.head + 4 * vectors;
+  s.tail_end = n;
+  s.has_head = rank == 0;
+  s.has_tail = rank == kCluster - 1;
+  s.count = 4u * (s.vec_end - s.vec_begin) + (s.has_head ? s.head : 0) + (s.has_tail ? n - s.tail_begin : 0);
+  return s;
+}
+
+template <bool kFinal, int kUnroll, class T>
+__device__ void scan_row(const Slice& s, const Plan<T>& p, uint32_t* hist, Smem& sm) {
+  const int tid = threadIdx.x;
+  bool nan = false;
+  if (s.has_head && tid < s.head) nan |= visit_score<kFinal>(s.row[tid], tid, p, hist, sm);
+  if (s.has_tail && s.tail_begin + tid < s.tail_end) {
+    nan |= visit_score<kFinal>(s.row[s.tail_begin + tid], s.tail_begin + tid, p, hist, sm);
+  }
+  const float4* vectors = reinterpret_cast<const float4*>(s.row + s.head);
+  for (int v0 = s.vec_begin + tid; v0 < s.vec_end; v0 += kThreads * kUnroll) {
+    // Loads first, so kUnroll of them are in flight.
+    float4 x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (v0 + u * kThreads < s.vec_end) x[u] = __ldg(vectors + v0 + u * kThreads);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int v = v0 + u * kThreads;
+      if (v < s.vec_end) {
+        const int i = s.head + 4 * v;
+        nan |= visit_score<kFinal>(x[u].x, i, p, hist, sm);
+        nan |= visit_score<kFinal>(x[u].y, i + 1, p, hist, sm);
+        nan |= visit_score<kFinal>(x[u].z, i + 2, p, hist, sm);
+        nan |= visit_score<kFinal>(x[u].w, i + 3, p, hist, sm);
+      }
+    }
+  }
+  if (nan) sm.s.has_nan = 1u;
+}
+
+template <bool kFinal>
+__device__ void scan_buffer(uint32_t count, const Plan<uint64_t>& p, uint32_t* hist, Smem& sm) {
+  for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+    const uint64_t c = sm.buffer[i];
+    visit<kFinal>(c, c, p, hist, sm);
+  }
+}
+
+// The pass over the row, on the order key alone when the plan allows it.
+template <bool kFinal, int kCluster>
+__device__ void scan_row_plan(const Slice& s, const Plan<uint64_t>& p, uint32_t* hist, Smem& sm) {
+  const bool key_only = (p.mask_sel & kIndexMask) == 0 && (kFinal || p.digit_shift >= kIndexBits);
+  if (key_only) {
+    const Plan<uint32_t> narrow{static_cast<uint32_t>(p.mask_in >> kIndexBits),
+                                static_cast<uint32_t>(p.value_in >> kIndexBits),
+                                static_cast<uint32_t>(p.mask_sel >> kIndexBits),
+                                static_cast<uint32_t>(p.value_sel >> kIndexBits),
+                                kFinal ? 0 : p.digit_shift - kIndexBits,
+                                p.digit_mask,
+                                p.buffer};
+    scan_row<kFinal, kVectorUnroll<kCluster>>(s, narrow, hist, sm);
+  } else {
+    scan_row<kFinal, kVectorUnroll<kCluster>>(s, p, hist, sm);
+  }
+}
+
+// Finds the bin of the cluster-wide histogram holding the `remaining`-th largest element
+// in play: bins above it hold `above` < remaining elements, and above + bin_total >=
+// remaining. Thread t sums bins 2047 - 2t and 2046 - 2t over the cluster's blocks, so an
+// exclusive scan in thread order counts the elements in higher bins. Writes sm.s.
+template <int kCluster>
+__device__ void find_bin(uint32_t* hist, uint32_t remaining, Smem& sm) {
+  const int hi = kBins - 1 - 2 * static_cast<int>(threadIdx.x), lo = hi - 1;
+  uint32_t n_hi = 0, n_lo = 0;
+#pragma unroll
+  for (int r = 0; r < kCluster; ++r) {
+    const uint32_t* h = peer<kCluster>(hist, r);
+    n_hi += h[hi];
+    n_lo += h[lo];
+  }
+  uint32_t above = 0;
+  BlockScan(sm.scan).ExclusiveSum(n_hi + n_lo, above);
+  // Exactly one bin satisfies above < remaining <= above + count (empty bins never do).
+  if (above < remaining && remaining <= above + n_hi) {
+    sm.s.bin = static_cast<uint32_t>(hi);
+    sm.s.above = above;
+    sm.s.bin_total = n_hi;
+  } else if (above + n_hi < remaining && remaining <= above + n_hi + n_lo) {
+    sm.s.bin = static_cast<uint32_t>(lo);
+    sm.s.above = above + n_hi;
+    sm.s.bin_total = n_lo;
+  }
+  __syncthreads();
+}
+
+// Sorts keys[0, m) in descending order, m a power of two (bitonic network: the same
+// compare-exchange sequence for every input, so equal inputs give equal outputs).
+__device__ void bitonic_sort_descending(uint64_t* keys, uint32_t m) {
+  for (uint32_t size = 2; size <= m; size <<= 1) {
+    for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
+      for (uint32_t t = threadIdx.x; t < m / 2; t += kThreads) {
+        const uint32_t i = 2 * t - (t & (stride - 1)), j = i + stride;
+        const uint64_t a = keys[i], b = keys[j];
+        const bool descending = (i & size) == 0;  // the last merge (size == m) is descending
+        if ((a < b) == descending) {
+          keys[i] = b;
+          keys[j] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+__device__ void fill_row(int32_t* out, int k, uint32_t from, const uint64_t* sorted) {
+  for (int i = threadIdx.x; i < k; i += kThreads) {
+    out[i] = static_cast<uint32_t>(i) < from ? static_cast<int32_t>(kIndexMask - (sorted[i] & kIndexMask)) : -1;
+  }
+}
+
+// ---- The kernel: one cluster of kCluster blocks per row -----------------------------------
+template <int kCluster>
+__global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, int32_t* status) {
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_bytes);
+  const int rank = block_rank<kCluster>();
+  const int row = static_cast<int>(blockIdx.x / kCluster);
+  const int tid = threadIdx.x;
+  int32_t* out = args.indices + static_cast<int64_t>(row) * args.k;
+
+  // 0. Length check. Every block of the cluster reads the same length and leaves together,
+  //    before any block touches another's shared memory.
+  const int64_t n64 = args.valid_lengths != nullptr ? args.valid_lengths[row] : args.row_stride;
+  if (n64 < 0 || n64 > kTopKMaxRowLength || n64 > args.row_stride) {
+    if (rank == 0) {
+      fill_row(out, args.k, 0, nullptr);
+      if (tid == 0) status[row] = static_cast<int32_t>(TopKRowStatus::kBadLength);
+    }
+    return;
+  }
+  const int n = static_cast<int>(n64);
+  const Slice slice = make_slice<kCluster>(args.scores + static_cast<int64_t>(row) * args.row_stride, n, rank);
+  if (tid == 0) sm.s = Scalars{};
+
+  // 1-3. Radix select. A row with at most k valid scores is one final pass that takes all.
+  uint32_t remaining = static_cast<uint32_t>(min(args.k, n));  // still to select, cluster-wide
+  bool final = n <= args.k;
+  bool from_buffer = false;
+  uint32_t in_play = slice.count;  // this block's elements in play for the coming pass
+  int level = 0;
+  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false};
+  bool has_nan = false;
+  for (int pass = 0;; ++pass) {
+    uint32_t* hist = sm.hist[pass & 1];
+    if (!final) {
+      for (int i = tid; i < kBins; i += kThreads) hist[i] = 0;
+    }
+    plan.buffer = !final && !from_buffer && in_play <= static_cast<uint32_t>(kBufferCapacity);
+    __syncthreads();
+    if (from_buffer && final) {
+      scan_buffer<true>(sm.s.buffered_count, plan, hist, sm);
+    } else if (from_buffer) {
+      scan_buffer<false>(sm.s.buffered_count, plan, hist, sm);
+    } else if (final) {
+      scan_row_plan<true, kCluster>(slice, plan, hist, sm);
+    } else {
+      scan_row_plan<false, kCluster>(slice, plan, hist, sm);
+    }
+    cluster_barrier<kCluster>();  // every block's histogram, selection and NaN flag are done
+    if (pass == 0) {
+      for (int r = 0; r < kCluster; ++r) has_nan |= *peer<kCluster>(&sm.s.has_nan, r) != 0;
+      if (has_nan) break;
+    }
+    if (final) break;
+
+    find_bin<kCluster>(hist, remaining, sm);
+    const uint32_t bin = sm.s.bin;
+    remaining -= sm.s.above;
+    final = sm.s.bin_total == remaining;  // all of bin `bin` is needed: take it and stop
+    in_play = hist[bin];
+    from_buffer = from_buffer || plan.buffer;
+    const Field f = field(level);
+    plan.mask_in = plan.mask_sel;
+    plan.value_in = plan.value_sel;
+    plan.mask_sel |= static_cast<uint64_t>((1u << f.width) - 1) << f.shift;
+    plan.value_sel |= static_cast<uint64_t>(bin) << f.shift;
+    if (!final) {
+      // Field 4 cannot get here (its bins hold one element each); kept as a guard.
+      if (++level == kNumFields) {
+        if (tid == 0) sm.s.overflow = 1u;
+        break;
+      }
+      plan.digit_shift = field(level).shift;
+      plan.digit_mask = (1u << field(level).width) - 1;
+    }
+  }
+
+  // 4. Block 0 gathers the cluster's selection into its buffer (free now), sorts, writes.
+  uint32_t count = 0;
+  bool overflow = false;
+  if (rank == 0 && !has_nan) {
+    for (int r = 0; r < kCluster; ++r) {
+      const Scalars* peer_s = peer<kCluster>(&sm.s, r);
+      const uint32_t selected = peer_s->selected_count;
+      const uint64_t* peer_selected = peer<kCluster>(sm.selected, r);
+      overflow |= peer_s->overflow != 0 || selected > static_cast<uint32_t>(kTopKMaxK);
+      for (uint32_t i = tid; i < min(selected, static_cast<uint32_t>(kTopKMaxK)); i += kThreads) {
+        if (count + i < static_cast<uint32_t>(kBufferCapacity)) sm.buffer[count + i] = peer_selected[i];
+      }
+      count += selected;
+    }
+  }
+  cluster_barrier<kCluster>();  // peers stay resident until block 0 has read them
+  if (rank != 0) return;
+
+  TopKRowStatus result = TopKRowStatus::kOk;
+  if (has_nan) {
+    result = TopKRowStatus::kNaN;
+  } else if (overflow || count != static_cast<uint32_t>(min(args.k, n))) {
+    result = TopKRowStatus::kInternal;
+  }
+  if (result != TopKRowStatus::kOk) {
+    fill_row(out, args.k, 0, nullptr);
+  } else {
+    uint32_t m = 1;
+    while (m < count) m <<= 1;
+    for (uint32_t i = count + tid; i < m; i += kThreads) sm.buffer[i] = 0;  // below every composite
+    __syncthreads();
+    if (count > 1) bitonic_sort_descending(sm.buffer, m);
+    fill_row(out, args.k, count, sm.buffer);
+  }
+  if (tid == 0) status[row] = static_cast<int32_t>(result);
+}
+
+// Blocks per row when the caller leaves it open: more blocks while the grid still fills at
+// most half of the SMs and every block keeps at least kMinScoresPerBlock scores. Half, not
+// all: on the H200 (bench/results LOG run 11, 32 rows x 128K) 2 blocks per row took
+// 0.060 ms and 4 (one full wave) 0.071 ms; the cluster's extra histogram exchange costs
+// more than the extra SMs return.
+int auto_blocks_per_row(const TopKArgs& args) {
+  int device = 0, sms = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  int blocks = 1;
+  while (blocks < 8 && static_cast<int64_t>(args.rows) * blocks * 4 <= sms &&
+         args.row_stride >= kMinScoresPerBlock * blocks * 2) {
+    blocks *= 2;
+  }
+  return blocks;
+}
+
+template <int kCluster>
+void launch_cluster(const TopKArgs& args, int32_t* status) {
+  const auto kernel = topk_kernel<kCluster>;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Smem)),
+             "topk_kernel shared memory");
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(args.rows) * kCluster);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = sizeof(Smem);
+  config.stream = nullptr;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kCluster;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = kCluster > 1 ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, args, status), "topk_kernel launch");
+}
+
+// The synchronous launch's status array comes from the stream-ordered pool (cheap after
+// the first call, unlike cudaMalloc/cudaFree, which synchronise the device).
+struct CudaFreeAsync {
+  void operator()(int32_t* p) const { cudaFreeAsync(p, nullptr); }
+};
+
+}  // namespace
+
+void launch_topk(const TopKArgs& args, int blocks_per_row) {
+  if (args.k < 1 || args.k > kTopKMaxK) {
+    throw_bad_input("top-K: K must be in [1, " + std::to_string(kTopKMaxK) + "], got " + std::to_string(args.k));
+  }
+  if (args.rows < 0) throw_bad_input("top-K: negative row count");
+  if (args.row_stride < 0) throw_bad_input("top-K: negative row stride");
+  if (args.valid_lengths == nullptr && args.row_stride > kTopKMaxRowLength) {
+    throw_bad_input("top-K: rows of " + std::to_string(args.row_stride) + " scores; at most " +
+                    std::to_string(kTopKMaxRowLength) + " are supported");
+  }
+  if (blocks_per_row != kTopKAutoBlocksPerRow && blocks_per_row != 1 && blocks_per_row != 2 &&
+      blocks_per_row != 4 && blocks_per_row != 8) {
+    throw_bad_input("top-K: blocks per row must be 1, 2, 4 or 8 (or 0 for automatic)");
+  }
+  if (args.rows == 0) return;
+  if (args.scores == nullptr || args.indices == nullptr) throw_bad_input("top-K: null scores or indices");
+  if (static_cast<int64_t>(args.rows) * 8 > int64_t{0x7FFF'FFFF}) throw_bad_input("top-K: too many rows");
+
+  std::unique_ptr<int32_t, CudaFreeAsync> owned;
+  int32_t* status = args.row_status;
+  if (status == nullptr) {
+    int32_t* p = nullptr;
+    check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&p), sizeof(int32_t) * args.rows, nullptr),
+               "top-K status cudaMallocAsync");
+    owned.reset(p);
+    status = p;
+  }
+  switch (blocks_per_row == kTopKAutoBlocksPerRow ? auto_blocks_per_row(args) : blocks_per_row) {
+    case 1: launch_cluster<1>(args, status); break;
+    case 2: launch_cluster<2>(args, status); break;
+    case 4: launch_cluster<4>(args, status); break;
+    default: launch_cluster<8>(args, status); break;
+  }
+  if (!owned) return;
+
+  // Synchronous use: the statuses come back and the first bad row is named.
+  std::vector<int32_t> statuses(args.rows);
+  check_cuda(cudaMemcpy(statuses.data(), status, sizeof(int32_t) * args.rows, cudaMemcpyDeviceToHost),
+             "topk_kernel");
+  for (int r = 0; r < args.rows; ++r) {
+    switch (static_cast<TopKRowStatus>(statuses[r])) {
+      case TopKRowStatus::kOk: continue;
+      case TopKRowStatus::kNaN: throw_bad_input("top-K: row " + std::to_string(r) + " has a NaN score");
+      case TopKRowStatus::kBadLength:
+        throw_bad_input("top-K: row " + std::to_string(r) + " has a valid length outside [0, min(row stride " +
+                        std::to_string(args.row_stride) + ", " + std::to_string(kTopKMaxRowLength) + ")]");
+      default:
+        throw Error(ErrorKind::kInternal,
+                    "top-K: row " + std::to_string(r) + ": the selection count or buffer self-check failed");
+    }
+  }
+}
+
+}  // namespace dsaf::dev

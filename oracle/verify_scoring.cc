@@ -1,0 +1,245 @@
+// File: verify_scoring.cc — the scoring and selection stages of `verify` (verify.h):
+// paged logits on caches and queries the reference itself produced (decode rows and
+// ragged causal-prefill rows, every page-size class), and top-K on random, tie-heavy and
+// near-equal rows. Exact-order logits and top-K compare bit for bit; bounded logits are
+// measured against the exact (fp64) score and by top-K recall.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "oracle/topk_metrics.h"
+#include "oracle/verify.h"
+#include "reference/paged_cache.h"
+#include "reference/pipeline.h"
+#include "reference/rope.h"
+#include "reference/score.h"
+#include "reference/topk.h"
+
+namespace dsaf::oracle {
+namespace {
+
+using ref::kHeadDim;
+
+uint32_t bits_of(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+
+void gaussian_row(std::mt19937_64& rng, float* out, float scale) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int i = 0; i < kHeadDim; ++i) out[i] = normal(rng) * (i % 29 == 3 ? 20.0f * scale : scale);
+}
+
+// One logits batch: the kernel's inputs and, per row, the reference scores (the recipe's
+// accumulation) and the exact ones.
+struct LogitsCase {
+  dev::HostLogitsBatch host;
+  std::vector<std::vector<double>> expected, exact;
+};
+
+LogitsCase make_logits_case(std::mt19937_64& rng, const ref::Recipe& recipe, int page_size, int heads, bool prefill) {
+  const int kMaxLen = 600;
+  const ref::RopeTable rope(recipe.rope.table, kMaxLen);
+  std::vector<float> nw(kHeadDim, 1.0f), nb(kHeadDim, 0.0f);
+  const ref::NormParams norm{nw.data(), nb.data()};
+  LogitsCase c;
+  dev::HostLogitsBatch& h = c.host;
+  const int seqs = std::uniform_int_distribution<int>(1, 4)(rng);
+  std::vector<int64_t> lens;
+  for (int s = 0; s < seqs; ++s) lens.push_back(std::uniform_int_distribution<int64_t>(4, kMaxLen)(rng));
+  const int64_t longest = *std::max_element(lens.begin(), lens.end());
+  h.page_table_stride = (longest + page_size - 1) / page_size;
+  const int64_t pages = h.page_table_stride * seqs + 2;
+  std::vector<int32_t> pool(pages);
+  for (int64_t p = 0; p < pages; ++p) pool[p] = static_cast<int32_t>(p);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  h.page_tables.assign(pool.begin(), pool.begin() + h.page_table_stride * seqs);
+  h.page_size = page_size;
+  h.k_format = recipe.key_quant.format;
+  h.q_format = recipe.query_quant.format;
+  h.accum = recipe.score;
+  h.num_heads = heads;
+  h.max_context = longest + 7;
+  const ref::PagedCacheLayout layout(recipe.key_quant.format, page_size);
+  h.cache.assign(pages * layout.page_bytes(), 0);
+  std::vector<ref::KeyMatrix> keys(seqs);
+  std::vector<float> row(kHeadDim);
+  for (int s = 0; s < seqs; ++s) {
+    const std::vector<int32_t> table(h.page_tables.begin() + s * h.page_table_stride,
+                                     h.page_tables.begin() + (s + 1) * h.page_table_stride);
+    for (int64_t p = 0; p < lens[s]; ++p) {
+      gaussian_row(rng, row.data(), 1.0f);
+      const ref::StoredHead k = ref::run_key_path(recipe, row.data(), static_cast<int>(p), norm, rope);
+      layout.store(h.cache, layout.locate(table, p, pages), k);
+      keys[s].append(k);
+    }
+    const int queries = prefill ? std::uniform_int_distribution<int>(1, 4)(rng) : 2;
+    for (int j = 0; j < queries; ++j) {
+      h.row_seq.push_back(s);
+      h.row_valid.push_back(static_cast<int32_t>(
+          prefill ? std::uniform_int_distribution<int64_t>(1, lens[s])(rng) : lens[s] - queries + j + 1));
+    }
+  }
+  std::vector<float> q_in(static_cast<size_t>(heads) * kHeadDim), wproj(heads);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (size_t r = 0; r < h.row_seq.size(); ++r) {
+    for (int i = 0; i < heads; ++i) gaussian_row(rng, q_in.data() + i * kHeadDim, 1.0f);
+    for (float& w : wproj) w = normal(rng);
+    const ref::QueryOutput q = ref::run_query_path(recipe, q_in.data(), heads, wproj.data(), h.row_valid[r] - 1, rope);
+    for (int i = 0; i < heads; ++i) {
+      h.q_values.insert(h.q_values.end(), q.heads[i].value_bytes.begin(), q.heads[i].value_bytes.end());
+      h.q_scales.insert(h.q_scales.end(), q.heads[i].scale_bytes.begin(), q.heads[i].scale_bytes.end());
+      h.weights.push_back(static_cast<float>(q.weights[i]));
+    }
+    const ref::PreparedQuery prepared = ref::prepare_query(q.heads, q.weights);
+    c.expected.push_back(ref::index_scores(prepared, keys[h.row_seq[r]], h.row_valid[r], recipe.score));
+    c.exact.push_back(ref::index_scores(prepared, keys[h.row_seq[r]], h.row_valid[r], ref::ScoreAccum::kExact));
+  }
+  return c;
+}
+
+void verify_paged_logits(const dev::KernelUnderTest& kernel, const VerifyConfig& config, std::mt19937_64& rng,
+                         VerifyReport& report) {
+  const ref::Recipe& recipe = config.recipe;
+  nlohmann::json stage = {{"stage", "paged logits"}};
+  if (!kernel.has_paged_logits()) {
+    report.text += "paged logits: not provided by the kernel\n";
+    return;
+  }
+  if (recipe.score == ref::ScoreAccum::kExact) {
+    report.text += "paged logits: skipped (the recipe scores in fp64; no kernel contract)\n";
+    return;
+  }
+  const int heads = config.num_heads == 8 || config.num_heads == 16 || config.num_heads == 32 ? config.num_heads : 64;
+  const bool exact_order = kernel.logits_exact_order();
+  int64_t rows = 0, scores = 0;
+  double worst_relative = 0.0, recall_sum = 0.0;
+  bool ok = true;
+  std::string failure;
+  const int page_sizes[] = {1, 2, 16, 64, 128, 256};
+  for (int i = 0; i < 6 && ok; ++i) {
+    const bool prefill = i % 2 == 1;
+    const LogitsCase c = make_logits_case(rng, recipe, page_sizes[i], heads, prefill);
+    const std::vector<float> got = kernel.paged_logits(c.host);
+    for (size_t r = 0; r < c.expected.size() && ok; ++r) {
+      const int64_t valid = c.host.row_valid[r];
+      const float* row = got.data() + r * c.host.max_context;
+      double row_max = 0.0, row_error = 0.0;
+      for (int64_t s = 0; s < c.host.max_context && ok; ++s) {
+        const std::string where = "batch " + std::to_string(i) + " (page size " + std::to_string(page_sizes[i]) + ", " +
+                                  (prefill ? "prefill" : "decode") + "), row " + std::to_string(r) + ", key " +
+                                  std::to_string(s);
+        if (s >= valid) {
+          if (!(std::isinf(row[s]) && row[s] < 0)) ok = false, failure = where + ": a masked key is not -inf";
+          continue;
+        }
+        const float want = static_cast<float>(c.expected[r][s]);
+        if (exact_order) {
+          if (bits_of(want) != bits_of(row[s]) && !(std::isnan(want) && std::isnan(row[s]))) {
+            ok = false;
+            failure = where + ": " + std::to_string(row[s]) + " vs reference " + std::to_string(want);
+          }
+        } else {
+          row_max = std::max(row_max, std::fabs(c.exact[r][s]));
+          row_error = std::max(row_error, std::fabs(row[s] - c.exact[r][s]));
+          if (!std::isfinite(row[s])) ok = false, failure = where + ": not finite";
+        }
+        ++scores;
+      }
+      if (!exact_order && valid > 0) {
+        if (row_max > 0) worst_relative = std::max(worst_relative, row_error / row_max);
+        std::vector<double> kernel_scores(row, row + valid);
+        const int k = static_cast<int>(std::min<int64_t>(64, valid));
+        const std::vector<int32_t> selected = ref::select_topk(kernel_scores, valid, k);
+        const std::vector<int32_t> reference = ref::select_topk(c.exact[r], valid, k);
+        recall_sum += row_metrics(c.exact[r], valid, selected, reference, c.host.page_size).recall;
+      }
+      ++rows;
+    }
+  }
+  stage["pass"] = ok;
+  stage["rows"] = rows;
+  stage["scores"] = scores;
+  stage["contract"] = exact_order ? "exact-order" : "bounded";
+  if (!ok) {
+    report.text += "paged logits: MISMATCH at " + failure + "\n";
+  } else if (exact_order) {
+    report.text += "paged logits: bit-exact (exact-order contract) on " + std::to_string(scores) + " scores in " +
+                   std::to_string(rows) + " rows (page sizes 1..256, decode and prefill rows)\n";
+  } else {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "paged logits (bounded contract): %lld scores in %lld rows; largest error %.3g of the row's largest "
+                  "|exact score|; top-64 recall vs exact %.4f (mean)\n",
+                  static_cast<long long>(scores), static_cast<long long>(rows), worst_relative,
+                  rows ? recall_sum / rows : 1.0);
+    report.text += line;
+    stage["worst_error_relative_to_row_max"] = worst_relative;
+    stage["mean_top64_recall"] = rows ? recall_sum / rows : 1.0;
+  }
+  report.json["stages"].push_back(stage);
+  report.pass = report.pass && ok;
+}
+
+// Top-K rows: Gaussian, few distinct values (ties), floats sharing their high 22 bits, and
+// constant rows; lengths around K and far above it.
+void verify_topk(const dev::KernelUnderTest& kernel, std::mt19937_64& rng, VerifyReport& report) {
+  if (!kernel.has_topk()) {
+    report.text += "top-K: not provided by the kernel\n";
+    return;
+  }
+  bool ok = true;
+  std::string failure;
+  int64_t rows_checked = 0;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const int k : {512, 1024, 2048}) {
+    dev::HostTopKBatch b;
+    b.k = k;
+    b.row_stride = 20000;
+    const int rows = 16;
+    b.scores.assign(static_cast<size_t>(rows) * b.row_stride, 0.0f);
+    for (int r = 0; r < rows; ++r) {
+      const int64_t len = r < 4 ? k - 1 + r % 3 : std::uniform_int_distribution<int64_t>(1, b.row_stride)(rng);
+      b.valid_lengths.push_back(static_cast<int32_t>(len));
+      float* row = b.scores.data() + r * b.row_stride;
+      const int kind = r % 4;
+      for (int64_t s = 0; s < len; ++s) {
+        if (kind == 0) row[s] = normal(rng);
+        if (kind == 1) row[s] = static_cast<float>(std::uniform_int_distribution<int>(0, 7)(rng));
+        if (kind == 2) {  // one 2^22-aligned block of fp32 bit patterns: only the low 10 bits vary
+          const uint32_t u = 0x3F80'0000u | std::uniform_int_distribution<uint32_t>(0, 1023)(rng);
+          std::memcpy(&row[s], &u, 4);
+        }
+        if (kind == 3) row[s] = 1.5f;
+      }
+    }
+    const std::vector<int32_t> got = kernel.topk(b);
+    for (int r = 0; r < rows && ok; ++r) {
+      const std::vector<double> scores(b.scores.begin() + r * b.row_stride, b.scores.begin() + (r + 1) * b.row_stride);
+      const std::vector<int32_t> want = ref::select_topk(scores, b.valid_lengths[r], k);
+      if (!std::equal(want.begin(), want.end(), got.begin() + static_cast<size_t>(r) * k)) {
+        ok = false;
+        failure = "k " + std::to_string(k) + ", row " + std::to_string(r) + " (length " +
+                  std::to_string(b.valid_lengths[r]) + ")";
+      }
+      ++rows_checked;
+    }
+  }
+  report.text += ok ? "top-K: identical indices, in order, on " + std::to_string(rows_checked) +
+                          " rows (K 512/1024/2048; Gaussian, tie-heavy, shared-22-bit and constant rows)\n"
+                    : "top-K: MISMATCH at " + failure + "\n";
+  report.json["stages"].push_back({{"stage", "top-K"}, {"pass", ok}, {"rows", rows_checked}});
+  report.pass = report.pass && ok;
+}
+
+}  // namespace
+
+void verify_scoring(const dev::KernelUnderTest& kernel, const VerifyConfig& config, std::mt19937_64& rng,
+                    VerifyReport& report) {
+  verify_paged_logits(kernel, config, rng, report);
+  verify_topk(kernel, rng, report);
+}
+
+}  // namespace dsaf::oracle
