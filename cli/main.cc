@@ -8,13 +8,18 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/ranges.h"
+#include "fixtures/fixture.h"
+#include "fixtures/slice.h"
+#include "fixtures/study_inputs.h"
 #include "oracle/selftest.h"
 #include "oracle/study.h"
 #include "oracle/verify.h"
@@ -130,8 +135,9 @@ int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_di
   result["command"] = command_line;
   // Table: mean recall@K (p1 in brackets) per recipe and context.
   fmt::print("recall@{} vs exact (mean [p1]) — {} activations, {} queries x {} seed(s)\n",
-             config.topk, dsaf::oracle::activation_kind_name(config.activations.kind),
-             config.queries, config.seeds.size());
+             config.topk,
+             config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind),
+             config.queries, config.source ? size_t{1} : config.seeds.size());
   fmt::print("{:<28}", "recipe");
   for (int64_t n : config.contexts) fmt::print("{:>18}", context_label(n));
   fmt::print("\n");
@@ -178,8 +184,8 @@ int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_
   nlohmann::json result = dsaf::oracle::run_needle(config, progress_line("needle"));
   result["command"] = command_line;
   fmt::print("needle retention in top-{} (% of {} depths x {} trials), {} activations\n", config.topk,
-             config.depths.size(), config.trials,
-             dsaf::oracle::activation_kind_name(config.activations.kind));
+             config.depths.size(), config.source ? 1 : config.trials,
+             config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind));
   std::string csv = "recipe,context,margin_sigma,cases,retention,rank_p50,rank_worst\n";
   for (double margin : config.margins) {
     fmt::print("\nmargin {} sigma above the K-th exact score\n{:<20}", margin, "recipe");
@@ -209,6 +215,26 @@ int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_
     write_file(dir / "needle.csv", csv);
     fmt::print("\nwrote {}/needle.json and needle.csv\n", out_dir);
   }
+  return kExitPass;
+}
+
+// `slice`: the indexer tensors of some layers into an HDF5 fixture (fixtures/slice.h).
+int cmd_slice(const std::string& checkpoint, const std::vector<int64_t>& layers, const std::string& out,
+              const std::string& command_line) {
+  const dsaf::fixtures::Fixture fixture = dsaf::fixtures::slice_checkpoint(checkpoint, layers, command_line);
+  dsaf::fixtures::write_fixture(fixture, out);
+  size_t datasets = 0;
+  for (const auto& [i, layer] : fixture.layers) datasets += layer.indexer.size();
+  fmt::print("wrote {}: {} layer(s), {} datasets ({})\n", out, fixture.layers.size(), datasets,
+             fixture.model.model_type);
+  return kExitPass;
+}
+
+// `inspect`: validate any fixture (every SCHEMA.md rule, checksums) and summarise it.
+int cmd_inspect(const std::string& path) {
+  const dsaf::fixtures::Fixture fixture = dsaf::fixtures::open_fixture(path);
+  fmt::print("{}: valid fixture (schema {}), every checksum verified\n{}", path, fixture.schema_version,
+             dsaf::fixtures::describe_fixture(fixture));
   return kExitPass;
 }
 
@@ -304,6 +330,8 @@ int main(int argc, char** argv) {
   int topk = 512, activation_heads = 64;
   uint64_t activation_seed = 1;
   int study_threads = threads;
+  std::string fixture_path;
+  int64_t fixture_layer = -1;
   const auto add_study_options = [&](CLI::App* cmd) {
     cmd->add_option("--recipes", recipe_names, "comma-separated recipe names")->required();
     cmd->add_option("--recipe-file", recipe_file, "JSON file with more recipes");
@@ -314,6 +342,9 @@ int main(int argc, char** argv) {
     cmd->add_option("--heads", activation_heads, "query heads");
     cmd->add_option("--threads", study_threads, "worker threads");
     cmd->add_option("--out", out_dir, "folder for the JSON and CSV results");
+    cmd->add_option("--fixture", fixture_path,
+                    "study a fixture's real weights and activations (fixtures/SCHEMA.md) instead of synthetic ones");
+    cmd->add_option("--fixture-layer", fixture_layer, "the fixture's activation layer (default: its only one)");
   };
   int queries = 64, seeds = 1;
   bool attribution = false;
@@ -329,6 +360,15 @@ int main(int argc, char** argv) {
   needle->add_option("--depths", depths_text, "needle depths in [0, 1], e.g. 0.1..0.9 or 0.1..0.9:9");
   needle->add_option("--margins", margins_text, "needle margins above the K-th exact score, in sigma");
   needle->add_option("--trials", trials, "activation seeds per context");
+  std::string slice_checkpoint_dir, slice_out;
+  std::vector<int64_t> slice_layers;
+  auto* slice = app.add_subcommand("slice", "copy layers' indexer tensors from a checkpoint into an HDF5 fixture");
+  slice->add_option("--checkpoint", slice_checkpoint_dir, "checkpoint folder (config.json, *.safetensors)")->required();
+  slice->add_option("--layers", slice_layers, "layer numbers, e.g. 3,10")->required()->delimiter(',');
+  slice->add_option("--out", slice_out, "output .h5 file")->required();
+  std::string inspect_path;
+  auto* inspect = app.add_subcommand("inspect", "validate and summarise a fixture");
+  inspect->add_option("file", inspect_path, "fixture .h5 file")->required();
   std::string results_path, report_out;
   auto* report = app.add_subcommand("report", "markdown + PNG plots of a sweep or needle result");
   report->add_option("results", results_path, "sweep.json or needle.json")->required();
@@ -340,7 +380,8 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "run a kernel on random tensors and page layouts; compare bytes with the reference");
   verify->add_option("--recipe", verify_recipe, "recipe the kernel implements")->required();
   verify->add_option("--recipe-file", verify_recipe_file, "JSON file with more recipes");
-  verify->add_option("--kernel", verify_kernel, "builtin, or a plug-in library (device/kernel_abi.h)");
+  verify->add_option("--kernel", verify_kernel,
+                     "builtin (exact-order logits), builtin-fast (fp8 tensor-core logits), builtin:4/8/16/32 (lanes per head), or a plug-in library (device/kernel_abi.h)");
   verify->add_option("--cases", verify_cases, "key tokens to check (at least)");
   verify->add_option("--seed", verify_seed, "random seed");
   verify->add_option("--json", verify_json, "write the verdicts as JSON");
@@ -357,6 +398,8 @@ int main(int argc, char** argv) {
     if (*recipes) return cmd_recipes(recipes_json, recipes_file);
     if (*selftest) return cmd_selftest(threads, selftest_json);
     if (*report) return cmd_report(results_path, report_out);
+    if (*slice) return cmd_slice(slice_checkpoint_dir, slice_layers, slice_out, command_line);
+    if (*inspect) return cmd_inspect(inspect_path);
     if (*verify) {
       if (verify_cases < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--cases must be >= 1");
       const auto chosen = resolve_recipes(verify_recipe, verify_recipe_file);
@@ -373,6 +416,14 @@ int main(int argc, char** argv) {
       if (activation_heads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--heads must be >= 1");
       const auto chosen = resolve_recipes(recipe_names, recipe_file);
       const auto contexts = dsaf::cli::parse_contexts(contexts_text);
+      std::shared_ptr<const dsaf::oracle::ActivationSource> fixture_source;
+      if (!fixture_path.empty()) {
+        const auto input = dsaf::fixtures::fixture_study_input(fixture_path, fixture_layer);
+        fmt::print("{}\n", input.summary);
+        fixture_source = input.source;
+      } else if (fixture_layer >= 0) {
+        throw dsaf::Error(dsaf::ErrorKind::kUsage, "--fixture-layer needs --fixture");
+      }
       if (*sweep) {
         if (queries < 1 || seeds < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--queries and --seeds must be >= 1");
         dsaf::oracle::SweepConfig config;
@@ -383,6 +434,7 @@ int main(int argc, char** argv) {
         config.topk = topk;
         config.attribution = attribution;
         config.activations = acts;
+        config.source = fixture_source;
         config.threads = study_threads;
         return cmd_sweep(config, out_dir, command_line);
       }
@@ -395,6 +447,7 @@ int main(int argc, char** argv) {
       config.trials = trials;
       config.topk = topk;
       config.activations = acts;
+      config.source = fixture_source;
       config.threads = study_threads;
       return cmd_needle(config, out_dir, command_line);
     }

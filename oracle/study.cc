@@ -47,7 +47,7 @@ std::string exact_model_key(const Recipe& recipe) {
   return j.dump();
 }
 
-ref::StoredHead key_of(const Recipe& recipe, const SyntheticActivations& acts, const float* k_in,
+ref::StoredHead key_of(const Recipe& recipe, const ActivationSource& acts, const float* k_in,
                        int64_t position, const ref::RopeTable& rope) {
   const ref::NormParams norm{acts.norm_weight(), acts.norm_bias()};
   return ref::run_key_path(recipe, k_in, static_cast<int>(position), norm, rope);
@@ -64,6 +64,34 @@ std::vector<int64_t> query_positions(int64_t n, int queries) {
   const int64_t span = std::max<int64_t>(1, n - n / 2);
   for (int j = 0; j < queries; ++j) out.push_back(n - 1 - span * j / queries);
   return out;
+}
+
+// The activations of one sweep seed or needle trial: the fixture when the study has
+// one, else the synthetic generator with this seed.
+std::shared_ptr<const ActivationSource> activations_for(const std::shared_ptr<const ActivationSource>& source,
+                                                        SyntheticSpec spec, uint64_t seed) {
+  if (source) return source;
+  spec.seed = seed;
+  return std::make_shared<const SyntheticActivations>(spec);
+}
+
+// A fixture holds T tokens: a context of N tokens needs N <= T.
+void check_contexts_fit(const std::shared_ptr<const ActivationSource>& source,
+                        const std::vector<int64_t>& contexts, const char* study) {
+  if (!source) return;
+  for (int64_t n : contexts) {
+    if (n > source->tokens()) {
+      throw Error(ErrorKind::kUsage, std::string(study) + ": context " + std::to_string(n) +
+                                         " exceeds the fixture's " + std::to_string(source->tokens()) +
+                                         " tokens");
+    }
+  }
+}
+
+// The activations entry of a result file.
+nlohmann::json activations_json(const std::shared_ptr<const ActivationSource>& source,
+                                const SyntheticSpec& spec) {
+  return source ? source->describe() : to_json(spec);
 }
 
 nlohmann::json summary_json(const Summary& s) {
@@ -85,7 +113,7 @@ nlohmann::json aggregate_json(const Aggregate& a) {
 
 }  // namespace
 
-ref::KeyMatrix build_keys(const Recipe& recipe, const SyntheticActivations& acts, int64_t n,
+ref::KeyMatrix build_keys(const Recipe& recipe, const ActivationSource& acts, int64_t n,
                           const ref::RopeTable& rope, int threads) {
   ref::KeyMatrix keys;
   keys.num_keys = n;
@@ -101,9 +129,9 @@ ref::KeyMatrix build_keys(const Recipe& recipe, const SyntheticActivations& acts
   return keys;
 }
 
-ref::PreparedQuery build_query(const Recipe& recipe, const SyntheticActivations& acts, int64_t t,
+ref::PreparedQuery build_query(const Recipe& recipe, const ActivationSource& acts, int64_t t,
                                const ref::RopeTable& rope) {
-  const int H = acts.spec().num_heads;
+  const int H = acts.num_heads();
   std::vector<float> q(static_cast<size_t>(H) * kHeadDim), wproj(H);
   acts.query_input(t, q.data(), wproj.data());
   const ref::QueryOutput out =
@@ -162,10 +190,13 @@ std::vector<std::pair<std::string, Recipe>> stage_variants(const Recipe& recipe)
 }
 
 nlohmann::json run_sweep(const SweepConfig& config, const Progress& progress) {
-  if (config.recipes.empty() || config.contexts.empty() || config.seeds.empty() ||
+  if (config.recipes.empty() || config.contexts.empty() || (config.seeds.empty() && !config.source) ||
       config.queries < 1 || config.topk < 1 || config.page_size < 1) {
     throw Error(ErrorKind::kUsage, "sweep: need recipes, contexts, seeds, queries >= 1, topk >= 1");
   }
+  check_contexts_fit(config.source, config.contexts, "sweep");
+  // A fixture is one fixed set of activations: one pass, whatever the seeds say.
+  const std::vector<uint64_t> seeds = config.source ? std::vector<uint64_t>{0} : config.seeds;
   // Every recipe studied (with its attribution variants) and the recipe it belongs to.
   struct Studied {
     Recipe recipe;
@@ -184,15 +215,15 @@ nlohmann::json run_sweep(const SweepConfig& config, const Progress& progress) {
   std::map<std::pair<std::string, int64_t>, std::vector<RowMetrics>> rows_of;
   // Score error in fp32 ulps: recipe score vs the exact score rounded to fp32, log2 buckets.
   std::map<std::pair<std::string, int64_t>, std::vector<int64_t>> ulp_histogram_of;
-  const int64_t total = static_cast<int64_t>(config.contexts.size() * config.seeds.size() * studied.size());
+  const int64_t total = static_cast<int64_t>(config.contexts.size() * seeds.size() * studied.size());
   int64_t done = 0;
 
   for (int64_t n : config.contexts) {
     const std::vector<int64_t> positions = query_positions(n, config.queries);
-    for (uint64_t seed : config.seeds) {
-      SyntheticSpec spec = config.activations;
-      spec.seed = seed;
-      const SyntheticActivations acts(spec);
+    for (uint64_t seed : seeds) {
+      const std::shared_ptr<const ActivationSource> source =
+          activations_for(config.source, config.activations, seed);
+      const ActivationSource& acts = *source;
       // Exact scores and top-K per query row, once per distinct oracle.
       struct Oracle {
         std::vector<std::vector<double>> scores;
@@ -283,9 +314,9 @@ nlohmann::json run_sweep(const SweepConfig& config, const Progress& progress) {
           {"score_ulp_histogram",
            "per row set: fp32 ulp distance between the recipe's score and the exact score "
            "rounded to fp32; bucket 0 = 0 ulp, 1 = 1 ulp, b >= 2 = [2^(b-1), 2^b) ulps"},
-          {"seeds", config.seeds},
+          {"seeds", config.source ? std::vector<uint64_t>{} : config.seeds},
           {"page_size", config.page_size},
-          {"activations", to_json(config.activations)},
+          {"activations", activations_json(config.source, config.activations)},
           {"rows", rows},
           {"attribution", attribution}};
 }
@@ -298,20 +329,23 @@ nlohmann::json run_needle(const NeedleConfig& config, const Progress& progress) 
   for (double d : config.depths) {
     if (!(d >= 0.0 && d <= 1.0)) throw Error(ErrorKind::kUsage, "needle: depths must lie in [0, 1]");
   }
+  check_contexts_fit(config.source, config.contexts, "needle");
+  // A fixture's activations are the same in every trial: one trial.
+  const int num_trials = config.source ? 1 : config.trials;
   const int64_t max_n = *std::max_element(config.contexts.begin(), config.contexts.end());
   RopeTables rope(max_n);
   nlohmann::json trials = nlohmann::json::array();
-  const int64_t total = static_cast<int64_t>(config.contexts.size()) * config.trials;
+  const int64_t total = static_cast<int64_t>(config.contexts.size()) * num_trials;
   int64_t done = 0;
   const int K = config.topk;
 
   for (int64_t n : config.contexts) {
     if (n < 2) throw Error(ErrorKind::kUsage, "needle: context must be >= 2");
     const int64_t t = n - 1;  // the query is the last token and sees every key
-    for (int trial = 1; trial <= config.trials; ++trial) {
-      SyntheticSpec spec = config.activations;
-      spec.seed = config.activations.seed * 1000003ull + static_cast<uint64_t>(trial);
-      const SyntheticActivations acts(spec);
+    for (int trial = 1; trial <= num_trials; ++trial) {
+      const std::shared_ptr<const ActivationSource> source = activations_for(
+          config.source, config.activations, config.activations.seed * 1000003ull + static_cast<uint64_t>(trial));
+      const ActivationSource& acts = *source;
       // Group recipes by oracle: the needle is built against the oracle's scores.
       std::map<std::string, std::vector<const Recipe*>> by_model;
       for (const Recipe& r : config.recipes) by_model[exact_model_key(r)].push_back(&r);
@@ -517,8 +551,8 @@ nlohmann::json run_needle(const NeedleConfig& config, const Progress& progress) 
           {"query", "the last token (t = N - 1), all N keys valid"},
           {"depths", config.depths},
           {"margins_in_sigma", config.margins},
-          {"trials", config.trials},
-          {"activations", to_json(config.activations)},
+          {"trials", num_trials},
+          {"activations", activations_json(config.source, config.activations)},
           {"summary", summary},
           {"cases", trials}};
 }

@@ -1,17 +1,20 @@
 // File: study.h
 // The CPU studies behind `sweep` and `needle`: run recipes and their exact oracle
-// (ref::exact_of) on synthetic activations, score causal rows, select top-K and compare.
+// (ref::exact_of) on synthetic activations, or on a fixture's real ones (`source`,
+// fixture_inputs.h), score causal rows, select top-K and compare.
 // Memory is O(N) per query row (keys are N x 128 values; scores one row at a time):
 // no N x N matrix is ever formed.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "oracle/activations.h"
 #include "oracle/synthetic.h"
 #include "oracle/topk_metrics.h"
 #include "reference/recipe.h"
@@ -24,10 +27,10 @@ namespace dsaf::oracle {
 using Progress = std::function<void(int64_t, int64_t)>;
 
 // Keys of positions [0, n) under a recipe (key path of every token).
-ref::KeyMatrix build_keys(const ref::Recipe& recipe, const SyntheticActivations& acts,
+ref::KeyMatrix build_keys(const ref::Recipe& recipe, const ActivationSource& acts,
                           int64_t n, const ref::RopeTable& rope, int threads);
 // The query of token t under a recipe (query path + folded head weights).
-ref::PreparedQuery build_query(const ref::Recipe& recipe, const SyntheticActivations& acts,
+ref::PreparedQuery build_query(const ref::Recipe& recipe, const ActivationSource& acts,
                                int64_t t, const ref::RopeTable& rope);
 
 // Stage attribution (issue: "re-run with one stage made exact at a time"): the recipe
@@ -51,6 +54,10 @@ struct SweepConfig {
   int page_size = 64;    // for page-level recall
   bool attribution = false;
   SyntheticSpec activations;
+  // A fixture's activations (fixture_inputs.h). When set they replace the synthetic
+  // generator: `activations` and `seeds` are ignored (one pass over the fixture), and
+  // every context must be <= source->tokens() (else dsaf::Error(kUsage)).
+  std::shared_ptr<const ActivationSource> source;
   int threads = 1;
 };
 
@@ -66,6 +73,9 @@ struct NeedleConfig {
   int trials = 4;                // seeds 1..trials (plus the activation seed)
   int topk = 512;
   SyntheticSpec activations;
+  // As SweepConfig::source; with a fixture there is one trial (the activations do not
+  // change between trials), and every context must be <= source->tokens().
+  std::shared_ptr<const ActivationSource> source;
   int threads = 1;
 };
 

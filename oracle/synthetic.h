@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "oracle/activations.h"
+
 namespace dsaf::oracle {
 
 enum class ActivationKind { kGaussian, kHeavy, kOutliers, kClustered };
@@ -42,15 +44,18 @@ std::string activation_kind_name(ActivationKind kind);
 // The generator's name and every parameter, for result files.
 nlohmann::json to_json(const SyntheticSpec& spec);
 
-class SyntheticActivations {
+class SyntheticActivations : public ActivationSource {
  public:
   explicit SyntheticActivations(const SyntheticSpec& spec);
 
   const SyntheticSpec& spec() const { return spec_; }
-  void key_input(int64_t token, float* out) const;                  // 128 values
-  void query_input(int64_t token, float* q, float* wproj) const;    // [H][128], [H]
-  const float* norm_weight() const { return norm_weight_.data(); }  // 128 values
-  const float* norm_bias() const { return norm_bias_.data(); }      // 128 values
+  int num_heads() const override { return spec_.num_heads; }
+  int64_t tokens() const override { return kUnbounded; }
+  void key_input(int64_t token, float* out) const override;                  // 128 values
+  void query_input(int64_t token, float* q, float* wproj) const override;    // [H][128], [H]
+  const float* norm_weight() const override { return norm_weight_.data(); }  // 128 values
+  const float* norm_bias() const override { return norm_bias_.data(); }      // 128 values
+  nlohmann::json describe() const override { return to_json(spec_); }
 
  private:
   void fill_channels(uint64_t stream, int64_t token, float* out, bool is_key) const;

@@ -14,7 +14,7 @@ if [ "${1:-}" = "--fetch" ]; then
   (cd "$debs" && apt-get download libeigen3-dev googletest libgtest-dev libgmock-dev \
     librapidcheck-dev libhdf5-dev libhdf5-103-1 libhdf5-cpp-103-1 libhdf5-hl-100 \
     libhdf5-hl-cpp-100 libsz2 libaec0 libaec-dev libcli11-dev nlohmann-json3-dev libfmt-dev \
-    libfmt9 libbenchmark-dev libbenchmark1debian liblzma-dev liblzma5)
+    libfmt9 libbenchmark-dev libbenchmark1debian liblzma-dev liblzma5 libssl-dev libssl3)
   exit 0
 fi
 build=${1:-build-gpu}
