@@ -9,6 +9,7 @@
 #include "device/api.h"
 #include "device/head_pipeline.cuh"
 #include "device/launch.h"
+#include "device/primitives/paging.cuh"
 
 namespace dsaf::dev {
 namespace {
@@ -40,8 +41,9 @@ key_store_kernel(const KeyStoreArgs args) {
   rope_and_rotate<kLanes>(x, part, r, r.key_rounding, position, args.rope_cos, args.rope_sin);
 
   // Paged store: page = table[seq][pos / P], slot pos % P; [P x values | P x scales]
-  const int64_t page = args.page_tables[page_row + position / args.page_size];
-  const int offset = position % args.page_size;
+  const PageSlot slot = page_slot(position, args.page_size);
+  const int64_t page = args.page_tables[page_row + slot.table_index];
+  const int offset = slot.offset;
   constexpr int kValueBytes = value_bytes(kFormat), kScaleBytes = scale_bytes(kFormat);
   uint8_t* page_base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
   store_head<kFormat, kLanes>(x, part, r.key_quant, page_base + offset * kValueBytes,

@@ -17,6 +17,7 @@
 #include "device/api.h"
 #include "device/head_pipeline.cuh"
 #include "device/launch.h"
+#include "device/primitives/paging.cuh"
 
 namespace dsaf::dev {
 namespace {
@@ -109,8 +110,9 @@ paged_logits_kernel(const PagedLogitsArgs args) {
 
   // The key's slot: page table row b, page s / P, offset s % P; [P x values | P x scales].
   constexpr int kValueBytes = value_bytes(kKeyFormat), kScaleBytes = scale_bytes(kKeyFormat);
-  const int64_t page = args.page_tables[b * args.page_table_stride + s / args.page_size];
-  const int offset = static_cast<int>(s % args.page_size);
+  const PageSlot slot = page_slot(s, args.page_size);
+  const int64_t page = args.page_tables[b * args.page_table_stride + slot.table_index];
+  const int offset = slot.offset;
   const uint8_t* page_base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
   const uint8_t* values = page_base + offset * kValueBytes;
   const uint8_t* scales = page_base + args.page_size * kValueBytes + offset * kScaleBytes;

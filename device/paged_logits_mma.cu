@@ -29,6 +29,7 @@
 #include "device/api.h"
 #include "device/head_pipeline.cuh"
 #include "device/launch.h"
+#include "device/primitives/paging.cuh"
 
 namespace dsaf::dev {
 namespace {
@@ -129,8 +130,9 @@ paged_logits_mma_kernel(const PagedLogitsArgs args) {
         const uint8_t* src = args.cache;  // any valid address when nothing is read
         const uint8_t* scale = args.cache;
         if (read) {
-          const int64_t page = args.page_tables[b * args.page_table_stride + s / args.page_size];
-          const int offset = static_cast<int>(s % args.page_size);
+          const PageSlot slot = page_slot(s, args.page_size);
+          const int64_t page = args.page_tables[b * args.page_table_stride + slot.table_index];
+          const int offset = slot.offset;
           const uint8_t* base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
           src = base + offset * kValueBytes + 32 * t;
           scale = base + args.page_size * kValueBytes + offset * kScaleBytes;
