@@ -20,6 +20,7 @@
 #include "fixtures/fixture.h"
 #include "fixtures/slice.h"
 #include "fixtures/study_inputs.h"
+#include "fixtures/untrusted.h"
 #include "oracle/selftest.h"
 #include "oracle/study.h"
 #include "oracle/verify.h"
@@ -232,7 +233,7 @@ int cmd_slice(const std::string& checkpoint, const std::vector<int64_t>& layers,
 
 // `inspect`: validate any fixture (every SCHEMA.md rule, checksums) and summarise it.
 int cmd_inspect(const std::string& path) {
-  const dsaf::fixtures::Fixture fixture = dsaf::fixtures::open_fixture(path);
+  const dsaf::fixtures::Fixture fixture = dsaf::fixtures::open_untrusted_fixture(path);
   fmt::print("{}: valid fixture (schema {}), every checksum verified\n{}", path, fixture.schema_version,
              dsaf::fixtures::describe_fixture(fixture));
   return kExitPass;

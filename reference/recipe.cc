@@ -1,6 +1,8 @@
 // File: recipe.cc — recipe validation and the nine presets (DESIGN.md, NUMERICS.md).
 #include "reference/recipe.h"
 
+#include <cmath>
+
 #include <string>
 
 #include "reference/error.h"
@@ -26,7 +28,7 @@ void validate_quant(const Recipe& r, const QuantSpec& q, const std::string& side
     default:
       break;
   }
-  require(q.amax_floor > 0.0f, r, side + "_quant.amax_floor must be positive");
+  require(q.amax_floor > 0.0f && std::isfinite(q.amax_floor), r, side + "_quant.amax_floor must be positive and finite");
   // Power-of-two scales read the exponent of amax_floor / qmax, which must be a normal
   // fp32 (see ue8m0_of in quantize.cc): floor >= qmax * 2^-126.
   if (q.pow2 != ScalePow2::kNone) {
@@ -238,7 +240,7 @@ void Recipe::validate() const {
                 query_quant.format != StorageFormat::kNone,
             r, "storage format 'none' needs fp64 compute; use 'fp32'");
   }
-  require(key_norm.eps >= 0.0f, r, "key_norm.eps must be >= 0");
+  require(key_norm.eps >= 0.0f && std::isfinite(key_norm.eps), r, "key_norm.eps must be finite and >= 0");
   validate_quant(r, key_quant, "key");
   validate_quant(r, query_quant, "query");
   require(rope.table.theta > 1.0, r, "rope.table.theta must be > 1");

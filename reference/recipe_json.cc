@@ -1,7 +1,11 @@
 // File: recipe_json.cc — Recipe <-> JSON with strict field checking (recipe_json.h).
 #include "reference/recipe_json.h"
 
+#include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "reference/error.h"
@@ -72,13 +76,33 @@ class Reader {
   }
   ~Reader() = default;
 
+  // Integers must be JSON integers within T's range (nlohmann would cast 1e20 or 64.9 to
+  // int: undefined or silently truncated); floating fields must stay finite in T (1e39
+  // would become fp32 +inf, which JSON cannot even write back).
   template <class T>
   void field(const char* key, T& out) {
     if (!take(key)) return;
-    try {
-      out = object_.at(key).get<T>();
-    } catch (const json::exception&) {
-      throw_bad_input(path_ + "." + key + ": wrong type (" + object_.at(key).dump() + ")");
+    const json& v = object_.at(key);
+    const auto wrong = [&](const char* what) { throw_bad_input(path_ + "." + key + ": " + what + " (" + v.dump() + ")"); };
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (!v.is_number_integer()) wrong("wrong type: expected an integer");
+      const bool in_range = v.is_number_unsigned()
+                                ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                : v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                      v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
+      if (!in_range) wrong("out of range");
+      out = v.get<T>();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (!v.is_number()) wrong("wrong type: expected a number");
+      const double d = v.get<double>();
+      if (!std::isfinite(d) || !std::isfinite(static_cast<T>(d))) wrong("not a finite value of the field's type");
+      out = static_cast<T>(d);
+    } else {
+      try {
+        out = v.get<T>();
+      } catch (const json::exception&) {
+        wrong("wrong type");
+      }
     }
   }
   template <class E>
@@ -248,7 +272,7 @@ std::vector<Recipe> load_recipe_file(const std::string& path) {
   json j;
   try {
     j = json::parse(file);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers beyond a double (1e999)
     throw_bad_input("recipe file '" + path + "': " + e.what());
   }
   std::vector<Recipe> out;

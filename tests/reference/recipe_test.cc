@@ -1,6 +1,8 @@
 // Recipes: the nine presets of DESIGN.md, JSON round trips and strict parsing errors.
 #include "reference/recipe.h"
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "reference/error.h"
@@ -59,6 +61,23 @@ TEST(RecipeJson, ErrorsNameTheOffendingField) {
   // fp64 compute cannot store fp8 keys.
   EXPECT_NE(message(R"({"base":"exact","name":"x","key_quant":{"format":"fp8_e4m3fn"}})").find("fp64 compute"), std::string::npos);
   EXPECT_NE(message(R"({"base":"dsv32-ref","name":"x","page_size":48})").find("page_size"), std::string::npos);
+  // Found by fuzz_recipe_json (fuzz/crashes/): numbers that do not fit their field.
+  EXPECT_NE(message(R"({"base":"dsv32-ref","name":"x","topk":1e20})").find("recipe.topk: wrong type"), std::string::npos);
+  EXPECT_NE(message(R"({"base":"dsv32-ref","name":"x","page_size":64.9})").find("recipe.page_size: wrong type"), std::string::npos);
+  EXPECT_NE(message(R"({"base":"dsv32-ref","name":"x","topk":4294967297})").find("recipe.topk: out of range"), std::string::npos);
+  EXPECT_NE(message(R"({"base":"dsv32-ref","name":"x","key_norm":{"eps":1e39}})").find("recipe.key_norm.eps: not a finite"), std::string::npos);
+}
+
+TEST(RecipeJson, NumbersBeyondADoubleAreBadInputNotAForeignException) {
+  const std::string path = ::testing::TempDir() + "dsaf_recipe_overflow.json";
+  std::ofstream(path) << R"({"base":"dsv32-ref","name":"x","rope":{"table":{"theta":1e999}}})";
+  try {
+    load_recipe_file(path);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
 }
 
 TEST(RecipeExactOf, KeepsModelMathAndDropsEveryRounding) {
