@@ -19,7 +19,7 @@ for arg in "$@"; do
   esac
 done
 CC="${DSAF_FUZZ_CC:-clang}" CXX="${DSAF_FUZZ_CXX:-clang++}" cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DDSAF_BUILD_FUZZERS=ON -DDSAF_ENABLE_CUDA=OFF -DDSAF_BUILD_TESTS=OFF -DDSAF_BUILD_BENCH=OFF
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DDSAF_BUILD_FUZZERS=ON -DDSAF_ENABLE_CUDA=OFF -DDSAF_BUILD_TESTS=OFF -DDSAF_BUILD_BENCH=OFF
 if ((${#targets[@]} == 0)); then
   cmake --build build-fuzz --target dsaf_fuzzers
   for exe in build-fuzz/fuzz/fuzz_*; do
