@@ -26,6 +26,15 @@ grep -E "exit|PASSED|FAILED|byte-exact|OK, passed|SUMMARY" "$log" | head -60
 "$build/bench/key_store_bench" "$out/key-store-bench.json"
 python3 bench/torch_key_path.py > "$out/torch-key-path.json" && cat "$out/torch-key-path.json"
 obj="$build/device/CMakeFiles/dsaf_device.dir/key_store.cu.o"
-cuobjdump -sass "$obj" | awk '/Function :/ {keep = /StorageFormatE3ELi8E/} keep' > "$out/key_store_fp8_lanes8.sass"
-echo "SASS instructions in key_store_kernel<fp8, 8>: $(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$out/key_store_fp8_lanes8.sass")"
-grep -oE '^ +/\*[0-9a-f]{4}\*/ +[A-Z0-9.]+' "$out/key_store_fp8_lanes8.sass" | awk '{print $2}' | sed 's/\..*//' | sort | uniq -c | sort -rn | head -25
+for lanes in 1 2; do  # the pinned sglang-v4-fp8 kernels: instruction mix and a profile
+  sass="$out/key_store_sglang_v4_fp8_lanes$lanes.sass"
+  cuobjdump -sass "$obj" | awk -v pat="StorageFormatE3ELi${lanes}ENS0_15SglangV4" '/Function :/ {keep = index($0, pat) > 0} keep' > "$sass"
+  echo "SASS instructions in key_store_kernel<fp8, $lanes, sglang-v4>: $(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$sass")"
+  grep -oE '^ +/\*[0-9a-f]{4}\*/ +[A-Z0-9.]+' "$sass" | awk '{print $2}' | sed 's/\..*//' | sort | uniq -c | sort -rn | head -12
+  ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:StorageFormatE3ELi${lanes}ENS0_15SglangV4" \
+    --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats \
+    "$build/bench/key_store_bench" /tmp/ncu-key.json sglang-v4-fp8 > "$out/ncu-key-store-fp8-lanes$lanes.txt" 2>&1
+  echo "ncu lanes $lanes exit $?"
+  grep -E "Duration|Executed Instructions  |Issue Slots Busy|Achieved Occupancy|Registers Per|DRAM Throughput|Memory Throughput" "$out/ncu-key-store-fp8-lanes$lanes.txt" | head -10
+done

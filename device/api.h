@@ -89,12 +89,15 @@ struct QueryArgs {
 
 // Launchers (stream 0). They throw dsaf::Error (kBadInput) for arguments the kernels do
 // not support and (kEnvironment) for CUDA errors, naming the call.
-// `lanes_per_head` (4, 8, 16 or 32) is how many lanes share one 128-value head: a tuning
-// knob with no effect on any result bit (device/head_pipeline.cuh). The default is the
-// fastest on the H200 (bench/key_store_bench.cu measures them all).
+// `lanes_per_head` (1, 2, 4 or 8) is how many lanes share one 128-value head: a
+// tuning knob with no effect on any result bit (device/head_pipeline.cuh). The default is
+// the fastest on the H200 (bench/key_store_bench.cu measures them all).
 inline constexpr int kDefaultLanesPerHead = 8;
 void launch_key_store(const KeyStoreArgs& args, int lanes_per_head = kDefaultLanesPerHead);
 void launch_query_quant(const QueryArgs& args, int lanes_per_head = kDefaultLanesPerHead);
+// Which key-kernel instantiation launch_key_store uses for a recipe: the name of a path
+// compiled with the recipe's fields as constants (device/key_paths.cuh), or "generic".
+std::string key_store_path(const KernelRecipe& recipe);
 
 // Indexer logits over the paged key cache, exact-order (device/paged_logits.cu): for
 // query row r of sequence row_seq[r] and key s < max_context,

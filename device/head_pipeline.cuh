@@ -27,11 +27,11 @@ namespace dsaf::dev {
 template <int kLanes>
 using HeadPart = float[HeadGroup<kLanes>::kValues];
 
-// Blocks of 256 threads to keep resident per SM (__launch_bounds__' second argument): the
-// kernels are memory-bound and need warps in flight, so the register budget is capped
-// at 65536 / (256 x this) per thread: 32 lanes 32 registers, 16: 42, 8: 64, 4: 128.
+// Blocks of 256 threads to keep resident per SM (__launch_bounds__' second argument) for
+// the query kernel: the register budget is capped at 65536 / (256 x this) per thread:
+// 8 lanes 64 registers, 4: 128, 2 and 1: 255 (a lane then holds 64 or 128 values).
 template <int kLanes>
-inline constexpr int kMinBlocksPerSm = kLanes == 32 ? 8 : kLanes == 16 ? 6 : kLanes == 8 ? 4 : 2;
+inline constexpr int kMinBlocksPerSm = kLanes == 8 ? 4 : kLanes == 4 ? 2 : 1;
 
 __device__ __forceinline__ float to_bf16_and_back(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
@@ -88,19 +88,24 @@ __device__ __forceinline__ void norm_head(HeadPart<kLanes>& x, const ref::NormSp
   for (int i = 0; i < kV; ++i) d[i] = layer_norm ? __fsub_rn(x[i], mean) : x[i];
   const float ss = reduce_head<kLanes>(d, part, spec.order, true, spec.fma_contraction);
   const float inv = inverse_sqrt(__fadd_rn(__fmul_rn(ss, kInv128), spec.eps), spec.rsqrt);
-  float w[kV];
-  load_floats(weight + part * kV, w);
-  if (!layer_norm) {
+  // Weights (and bias) four at a time, next to their use: a lane of a narrow group holds
+  // up to 128 values, and 128 more registers of weights would spill.
 #pragma unroll
-    for (int i = 0; i < kV; ++i) x[i] = __fmul_rn(__fmul_rn(d[i], inv), w[i]);
-    return;
-  }
-  float b[kV];
-  load_floats(bias + part * kV, b);
+  for (int i = 0; i < kV; i += 4) {
+    float w[4];
+    load_floats(weight + part * kV + i, w);
+    if (!layer_norm) {
 #pragma unroll
-  for (int i = 0; i < kV; ++i) {
-    const float scaled = __fmul_rn(d[i], inv);
-    x[i] = spec.fma_contraction ? __fmaf_rn(scaled, w[i], b[i]) : __fadd_rn(__fmul_rn(scaled, w[i]), b[i]);
+      for (int j = 0; j < 4; ++j) x[i + j] = __fmul_rn(__fmul_rn(d[i + j], inv), w[j]);
+      continue;
+    }
+    float b[4];
+    load_floats(bias + part * kV + i, b);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float scaled = __fmul_rn(d[i + j], inv);
+      x[i + j] = spec.fma_contraction ? __fmaf_rn(scaled, w[j], b[j]) : __fadd_rn(__fmul_rn(scaled, w[j]), b[j]);
+    }
   }
 }
 
@@ -114,13 +119,45 @@ __device__ __forceinline__ float two_products(float a, float b, float c, float d
   }
 }
 
-// rope.h: rotate pairs (i, i+32) (NeoX) or (2i, 2i+1) (interleaved) of the leading or
-// trailing 64 dims by the table row of `position` (32 cos and 32 sin). A lane's V <= 32
-// values lie wholly inside or outside the rotated 64 dims.
+// The 64 rotated dims x[kStart .. kStart + 63] when they all lie in this lane (V >= 64):
+// pairs (2p, 2p+1) (interleaved) or (r, r+32) (NeoX) rotated by cos/sin [p] or [r], both
+// as a' = a*c - b*s, b' = a*s + b*c. The table is read four entries at a time; the
+// pairing is a template parameter so that every register index is a constant.
+template <int kStart, bool kInterleaved, int kV>
+__device__ __forceinline__ void rope_in_lane(float (&x)[kV], ref::ContractedProduct fma, const float* cos_row,
+                                             const float* sin_row) {
+  static_assert(kStart + 64 <= kV, "the rotated dims lie in the lane");
+#pragma unroll
+  for (int p = 0; p < 32; p += 4) {
+    float c[4], s[4];
+    load_floats(cos_row + p, c);
+    load_floats(sin_row + p, s);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int ia = kInterleaved ? kStart + 2 * (p + j) : kStart + p + j;
+      const int ib = kInterleaved ? ia + 1 : ia + 32;
+      const float a = x[ia], b = x[ib];
+      x[ia] = two_products(a, c[j], b, s[j], -1.0f, fma);
+      x[ib] = two_products(a, s[j], b, c[j], 1.0f, fma);
+    }
+  }
+}
+
+template <int kStart, int kV>
+__device__ __forceinline__ void rope_in_lane(float (&x)[kV], ref::RopePairing pairing, ref::ContractedProduct fma,
+                                             const float* cos_row, const float* sin_row) {
+  if (pairing == ref::RopePairing::kInterleaved) {
+    rope_in_lane<kStart, true>(x, fma, cos_row, sin_row);
+  } else {
+    rope_in_lane<kStart, false>(x, fma, cos_row, sin_row);
+  }
+}
+
+// rope_head for V <= 32: a lane's values lie wholly inside or outside the rotated dims.
 template <int kLanes>
-__device__ __forceinline__ void rope_head(HeadPart<kLanes>& x, int part, ref::RopePairing pairing,
-                                          ref::RopePlacement placement, ref::ContractedProduct fma,
-                                          const float* cos_row, const float* sin_row) {
+__device__ __forceinline__ void rope_across_lanes(HeadPart<kLanes>& x, int part, ref::RopePairing pairing,
+                                                  ref::RopePlacement placement, ref::ContractedProduct fma,
+                                                  const float* cos_row, const float* sin_row) {
   constexpr int kV = HeadGroup<kLanes>::kValues;
   const int first = placement == ref::RopePlacement::kLeading ? 0 : 64;
   const int offset = part * kV - first;  // of this lane's first value inside the rotated dims
@@ -128,14 +165,8 @@ __device__ __forceinline__ void rope_head(HeadPart<kLanes>& x, int part, ref::Ro
   if (pairing == ref::RopePairing::kInterleaved) {
     if (!rotary) return;
     float c[kV / 2], s[kV / 2];  // pair indices offset/2 ..
-    if constexpr (kV >= 8) {
-      load_floats(cos_row + offset / 2, c);
-      load_floats(sin_row + offset / 2, s);
-    } else {
-      const float2 c2 = *reinterpret_cast<const float2*>(cos_row + offset / 2);
-      const float2 s2 = *reinterpret_cast<const float2*>(sin_row + offset / 2);
-      c[0] = c2.x, c[1] = c2.y, s[0] = s2.x, s[1] = s2.y;
-    }
+    load_floats(cos_row + offset / 2, c);
+    load_floats(sin_row + offset / 2, s);
 #pragma unroll
     for (int p = 0; p < kV / 2; ++p) {
       const float a = x[2 * p], b = x[2 * p + 1];
@@ -161,6 +192,29 @@ __device__ __forceinline__ void rope_head(HeadPart<kLanes>& x, int part, ref::Ro
     } else {           // holds b, partner holds a: b' = a*s + b*c
       x[i] = two_products(partner[i], s[i], x[i], c[i], 1.0f, fma);
     }
+  }
+}
+
+// rope.h: rotate pairs (i, i+32) (NeoX) or (2i, 2i+1) (interleaved) of the leading or
+// trailing 64 dims by the table row of `position` (32 cos and 32 sin). A lane's V values
+// lie wholly inside or outside the rotated 64 dims (V <= 64), or contain them (V = 128).
+template <int kLanes>
+__device__ __forceinline__ void rope_head(HeadPart<kLanes>& x, int part, ref::RopePairing pairing,
+                                          ref::RopePlacement placement, ref::ContractedProduct fma,
+                                          const float* cos_row, const float* sin_row) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
+  if constexpr (kV == 128) {
+    if (placement == ref::RopePlacement::kLeading) {
+      rope_in_lane<0>(x, pairing, fma, cos_row, sin_row);
+    } else {
+      rope_in_lane<64>(x, pairing, fma, cos_row, sin_row);
+    }
+  } else if constexpr (kV == 64) {
+    if (part * 64 == (placement == ref::RopePlacement::kLeading ? 0 : 64)) {
+      rope_in_lane<0>(x, pairing, fma, cos_row, sin_row);
+    }
+  } else {
+    rope_across_lanes<kLanes>(x, part, pairing, placement, fma, cos_row, sin_row);
   }
 }
 
@@ -190,6 +244,22 @@ __device__ __forceinline__ void hadamard_head(HeadPart<kLanes>& x, int part) {
   const float scale = __uint_as_float(0x3db504f3u);  // fl(128^-1/2)
 #pragma unroll
   for (int i = 0; i < kV; ++i) x[i] = __fmul_rn(x[i], scale);
+}
+
+// max_i |x[first + i]|, i < kCount, from 0: four independent chains (fmaxf is exact and
+// order-independent; each chain starts at 0 like the reference's fold, so NaN is skipped
+// the same way).
+template <int kCount, int kV>
+__device__ __forceinline__ float lane_amax(const float (&x)[kV], int first) {
+  constexpr int kChains = kCount >= 4 ? 4 : kCount;
+  float m[kChains];
+#pragma unroll
+  for (int c = 0; c < kChains; ++c) m[c] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) m[i % kChains] = fmaxf(m[i % kChains], fabsf(x[first + i]));
+#pragma unroll
+  for (int c = 1; c < kChains; ++c) m[0] = fmaxf(m[0], m[c]);
+  return m[0];
 }
 
 // quantize.h scale rules. raw = max(amax, floor) / qmax or * fl(1/qmax); then the power
@@ -238,9 +308,11 @@ __device__ __forceinline__ unsigned e2m1_code(float v, ref::Rounding rounding) {
   return code | (signbit(v) ? 0x8u : 0u);
 }
 
+// Value of an e2m1 code: {0, .5, 1, 1.5, 2, 3, 4, 6}; for c >= 2 the bits of (1 + m/2) *
+// 2^(e-1) with e = c / 2, m = c % 2 (no table: a runtime index would put it in local memory).
 __device__ __forceinline__ float e2m1_value(unsigned code) {
-  const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float mag = grid[code & 7];
+  const unsigned c = code & 7;
+  const float mag = c >= 2 ? __uint_as_float((((c >> 1) + 126u) << 23) | ((c & 1u) << 22)) : (c == 1 ? 0.5f : 0.0f);
   return (code & 8) ? -mag : mag;
 }
 
@@ -268,15 +340,21 @@ __device__ __forceinline__ void store_words(uint8_t* dst, const unsigned (&w)[kW
   for (int i = 0; i < kWords; ++i) reinterpret_cast<unsigned*>(dst)[i] = w[i];
 }
 
-template <int kV>
-__device__ __forceinline__ void store_bf16(const float (&x)[kV], uint8_t* dst) {
-  unsigned w[kV / 2];
+// Stores kCount values value(0) .. value(kCount - 1) as bf16 at dst (a functor, so that
+// a value can be made where it is packed), 8 values (16 bytes) at a time.
+template <int kCount, class Value>
+__device__ __forceinline__ void store_bf16(Value value, uint8_t* dst) {
+  constexpr int kChunk = kCount < 8 ? kCount : 8;
 #pragma unroll
-  for (int i = 0; i < kV / 2; ++i) {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(x[2 * i], x[2 * i + 1]);  // .x in the low half
-    w[i] = *reinterpret_cast<const unsigned*>(&pair);
+  for (int c = 0; c < kCount; c += kChunk) {
+    unsigned w[kChunk / 2];
+#pragma unroll
+    for (int i = 0; i < kChunk / 2; ++i) {
+      const __nv_bfloat162 pair = __floats2bfloat162_rn(value(c + 2 * i), value(c + 2 * i + 1));  // .x low
+      w[i] = *reinterpret_cast<const unsigned*>(&pair);
+    }
+    store_words(dst + 2 * c, w);
   }
-  store_words(dst, w);
 }
 
 // One head quantised and written: value bytes at `values` (the head's slot) and scale bytes
@@ -296,13 +374,10 @@ __device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part,
     }
     return 1.0f;
   } else if constexpr (kFormat == ref::StorageFormat::kBf16) {
-    if (store) store_bf16(x, values + part * kV * 2);
+    if (store) store_bf16<kV>([&](int i) { return x[i]; }, values + part * kV * 2);
     return 1.0f;
   } else if constexpr (kFormat == ref::StorageFormat::kFp8E4m3fn) {
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kV; ++i) amax = fmaxf(amax, fabsf(x[i]));
-    amax = group_max<kLanes>(amax);
+    const float amax = group_max<kLanes>(lane_amax<kV>(x, 0));
     const float raw = raw_scale(amax, q, 448.0f, 1.0f / 448.0f);
     const float scale = q.pow2 == ref::ScalePow2::kNone ? raw : pow2_scale(ue8m0_byte(raw, q.pow2));
     const __nv_saturation_t sat = q.saturation == ref::Saturation::kSatFinite ? __NV_SATFINITE : __NV_NOSAT;
@@ -325,50 +400,40 @@ __device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part,
   } else {  // kFp4E2m1, kFp4SimulatedBf16: blocks of 32 values, each in one lane or 32/V lanes
     constexpr int kBlocks = kV >= 32 ? kV / 32 : 1;  // blocks this lane touches
     constexpr int kBlockValues = kV >= 32 ? 32 : kV;  // of which it holds this many
-    unsigned codes[kV];
-    float scale[kBlocks];
+    float scale[kBlocks], inv[kBlocks];
     int byte[kBlocks];
 #pragma unroll
     for (int b = 0; b < kBlocks; ++b) {
-      float amax = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kBlockValues; ++i) amax = fmaxf(amax, fabsf(x[b * kBlockValues + i]));
+      float amax = lane_amax<kBlockValues>(x, b * kBlockValues);
       if constexpr (kV < 32) amax = group_max<32 / kV>(amax);
       byte[b] = ue8m0_byte(raw_scale(amax, q, 6.0f, 1.0f / 6.0f), q.pow2);
       scale[b] = pow2_scale(byte[b]);
-      const float inv = __frcp_rn(scale[b]);  // exact: the scale is a power of two
-#pragma unroll
-      for (int i = 0; i < kBlockValues; ++i) {
-        const int k = b * kBlockValues + i;
-        codes[k] = e2m1_code(apply_scale(x[k], scale[b], inv, true, q.apply), q.fp4_rounding);
-      }
+      inv[b] = __frcp_rn(scale[b]);  // exact: the scale is a power of two
     }
+    // Codes are made where they are packed: a lane may hold 128 values.
+    const auto code = [&](int k) {
+      return e2m1_code(apply_scale(x[k], scale[k / kBlockValues], inv[k / kBlockValues], true, q.apply),
+                       q.fp4_rounding);
+    };
     if (!store) return 1.0f;
     if constexpr (kFormat == ref::StorageFormat::kFp4E2m1) {
       // 2 codes per byte, the even element in the low nibble; V/2 bytes per lane.
       constexpr int kBytes = kV / 2;
-      if constexpr (kBytes >= 4) {
-        unsigned w[kBytes / 4];
+      unsigned w[kBytes / 4];
 #pragma unroll
-        for (int j = 0; j < kBytes / 4; ++j) {
-          w[j] = 0;
+      for (int j = 0; j < kBytes / 4; ++j) {
+        w[j] = 0;
 #pragma unroll
-          for (int n = 0; n < 8; ++n) w[j] |= codes[8 * j + n] << (4 * n);
-        }
-        store_words(values + part * kBytes, w);
-      } else {  // V = 4: one 16-bit store
-        reinterpret_cast<unsigned short*>(values)[part] =
-            static_cast<unsigned short>(codes[0] | (codes[1] << 4) | (codes[2] << 8) | (codes[3] << 12));
+        for (int n = 0; n < 8; ++n) w[j] |= code(8 * j + n) << (4 * n);
       }
+      store_words(values + part * kBytes, w);
       if ((part * kV) % 32 == 0) {
 #pragma unroll
         for (int b = 0; b < kBlocks; ++b) scales[part * kV / 32 + b] = static_cast<uint8_t>(byte[b]);
       }
-    } else {
-      HeadPart<kLanes> dequant;
-#pragma unroll
-      for (int k = 0; k < kV; ++k) dequant[k] = __fmul_rn(e2m1_value(codes[k]), scale[k / kBlockValues]);
-      store_bf16(dequant, values + part * kV * 2);
+    } else {  // the dequantised values, as bf16
+      store_bf16<kV>([&](int k) { return __fmul_rn(e2m1_value(code(k)), scale[k / kBlockValues]); },
+                     values + part * kV * 2);
     }
     return 1.0f;
   }

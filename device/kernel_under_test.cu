@@ -178,10 +178,10 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
                                        abi_scoring_table<true>("builtin-fast (fp8 tensor-core logits)"));
   }
   // builtin:N — our kernels with N lanes per head (a tuning knob; the bytes must not change)
+  if (spec == "builtin:1") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 1>("builtin:1"), nullptr);
+  if (spec == "builtin:2") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 2>("builtin:2"), nullptr);
   if (spec == "builtin:4") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 4>("builtin:4"), nullptr);
   if (spec == "builtin:8") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 8>("builtin:8"), nullptr);
-  if (spec == "builtin:16") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 16>("builtin:16"), nullptr);
-  if (spec == "builtin:32") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 32>("builtin:32"), nullptr);
   void* library = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) throw Error(ErrorKind::kEnvironment, "cannot load '" + spec + "': " + dlerror());
   const auto get = reinterpret_cast<dsaf_kernel_get_fn>(dlsym(library, "dsaf_kernel_get"));

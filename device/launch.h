@@ -33,18 +33,19 @@ inline void check_launch_args(const ref::QuantSpec& q, int page_size, const char
   }
 }
 
-// Calls f(std::integral_constant<int, L>{}) for a lane-group width L in {4, 8, 16, 32}
-// (api.h kDefaultLanesPerHead).
+// Calls f(std::integral_constant<int, L>{}) for a lane-group width L in {1, 2, 4, 8}
+// (api.h kDefaultLanesPerHead). Wider groups (16, 32 lanes per head) were measured slower
+// on every recipe (bench/results/LOG.md run 9) and are not compiled.
 template <class F>
 void dispatch_lanes(int lanes_per_head, const char* kernel, F f) {
   switch (lanes_per_head) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
     case 4: return f(std::integral_constant<int, 4>{});
     case 8: return f(std::integral_constant<int, 8>{});
-    case 16: return f(std::integral_constant<int, 16>{});
-    case 32: return f(std::integral_constant<int, 32>{});
     default: break;
   }
-  throw_bad_input(std::string(kernel) + ": lanes per head must be 4, 8, 16 or 32");
+  throw_bad_input(std::string(kernel) + ": lanes per head must be 1, 2, 4 or 8");
 }
 
 // Calls f(std::integral_constant<StorageFormat, F>{}) for the runtime format.

@@ -1,6 +1,6 @@
 // File: warp.cuh
 // Lane-group helpers for kernels that spread one 128-value head over a group of
-// kLanes consecutive lanes of a warp (a power of two, 4..32), kLanes / 32 heads per warp.
+// kLanes consecutive lanes of a warp (1, 2, 4 or 8), 32 / kLanes heads per warp.
 // Lane `part` of a group (0..kLanes-1) holds the contiguous elements
 // part * V .. part * V + V - 1, V = 128 / kLanes. Shuffles use xor masks below kLanes or a
 // width of kLanes, so they never leave the group. The reductions follow the orders of
@@ -17,7 +17,7 @@ inline constexpr int kHeadDim = 128;
 
 template <int kLanes>
 struct HeadGroup {
-  static_assert(kLanes >= 4 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "4..32 lanes, a power of two");
+  static_assert(kLanes == 1 || kLanes == 2 || kLanes == 4 || kLanes == 8, "1, 2, 4 or 8 lanes");
   static constexpr int kValues = kHeadDim / kLanes;  // contiguous values per lane
   static constexpr int kPerWarp = kWarpLanes / kLanes;  // heads per warp
   // ReductionOrder::kWarpTree is defined on 32 virtual lanes of 4 terms; a lane holds this many.
@@ -77,7 +77,7 @@ __device__ __forceinline__ float sequential_fold(const float (&terms)[HeadGroup<
 #pragma unroll
       for (int i = 0; i < HeadGroup<kLanes>::kValues; ++i) acc = fold(acc, terms[i]);
     }
-    acc = __shfl_sync(kFullMask, acc, src, kLanes);
+    if constexpr (kLanes > 1) acc = __shfl_sync(kFullMask, acc, src, kLanes);
   }
   return acc;
 }

@@ -1,0 +1,110 @@
+// File: key_paths.cuh
+// Key-path recipes compiled as constants. The key kernel reads its recipe at run time, so
+// every field that chooses a code path (norm kind, reduction order, contractions, RoPE
+// pairing and placement, roundings, scale rule) costs a branch per token and, worse,
+// makes the register allocator plan for every path at once (the generic kernel spills at
+// 1-2 lanes per head). A KeyPath type pins those fields to constants; the launcher uses a
+// pinned instantiation when the runtime recipe has exactly those fields and the generic
+// one otherwise. The values eps and amax_floor stay runtime arguments. Nothing here
+// computes: the constants restate a preset's fields (reference/recipe.cc) and
+// launch_key_store checks them field by field against the recipe it is given.
+#pragma once
+
+#include "device/api.h"
+
+namespace dsaf::dev {
+
+// Calls f(a.x, b.x) for every KernelRecipe field that selects a key-kernel code path.
+template <class F>
+__host__ __device__ constexpr void for_each_key_path_field(KernelRecipe& a, const KernelRecipe& b, F f) {
+  f(a.key_rounding.input, b.key_rounding.input);
+  f(a.key_rounding.norm, b.key_rounding.norm);
+  f(a.key_rounding.rope, b.key_rounding.rope);
+  f(a.key_rounding.hadamard, b.key_rounding.hadamard);
+  f(a.key_norm.kind, b.key_norm.kind);
+  f(a.key_norm.order, b.key_norm.order);
+  f(a.key_norm.fma_contraction, b.key_norm.fma_contraction);
+  f(a.key_norm.rsqrt, b.key_norm.rsqrt);
+  f(a.rope_pairing, b.rope_pairing);
+  f(a.rope_placement, b.rope_placement);
+  f(a.rope_fma, b.rope_fma);
+  f(a.hadamard, b.hadamard);
+  f(a.key_quant.format, b.key_quant.format);
+  f(a.key_quant.block, b.key_quant.block);
+  f(a.key_quant.divisor, b.key_quant.divisor);
+  f(a.key_quant.pow2, b.key_quant.pow2);
+  f(a.key_quant.apply, b.key_quant.apply);
+  f(a.key_quant.saturation, b.key_quant.saturation);
+  f(a.key_quant.fp4_rounding, b.key_quant.fp4_rounding);
+}
+
+// Every field read from the arguments.
+struct RuntimeKeyPath {
+  static constexpr bool kPinned = false;
+  static constexpr const char* kName = "generic";
+};
+
+// The SGLang V4 indexer kernel's key path (presets sglang-v4-fp8/-bf16/-fp4): fp32
+// throughout, RMSNorm with warp-tree sums of fma(x, x, s) and the sm_90 rsqrtf, RoPE on
+// interleaved pairs of the trailing 64 dims with the first product fused, Hadamard; fp8
+// with scale = max(amax, floor) / 448 applied as * (1 / scale), or e2m1 with ue8m0 scales
+// and ties toward zero.
+template <ref::StorageFormat kFormat>
+struct SglangV4KeyPath {
+  static constexpr bool kPinned = true;
+  static constexpr const char* kName = kFormat == ref::StorageFormat::kFp8E4m3fn ? "sglang-v4-fp8"
+                                       : kFormat == ref::StorageFormat::kBf16    ? "sglang-v4-bf16"
+                                                                                  : "sglang-v4-fp4";
+  static constexpr KernelRecipe recipe() {
+    KernelRecipe r{};
+    r.key_rounding = {false, false, false, false};
+    r.key_norm.kind = ref::NormKind::kRmsNorm;
+    r.key_norm.order = ref::ReductionOrder::kWarpTree;
+    r.key_norm.fma_contraction = true;
+    r.key_norm.rsqrt = ref::RsqrtKind::kSm90Approx;
+    r.rope_pairing = ref::RopePairing::kInterleaved;
+    r.rope_placement = ref::RopePlacement::kTrailing;
+    r.rope_fma = ref::ContractedProduct::kFirst;
+    r.hadamard = true;
+    r.key_quant.format = kFormat;
+    r.key_quant.saturation = ref::Saturation::kSatFinite;
+    r.key_quant.divisor = ref::ScaleDivisor::kDivide;
+    r.key_quant.apply = ref::ScaleApply::kTimesReciprocal;
+    if (kFormat == ref::StorageFormat::kFp4E2m1) {
+      r.key_quant.block = 32;
+      r.key_quant.pow2 = ref::ScalePow2::kExponentBitsCeil;
+      r.key_quant.fp4_rounding = ref::Rounding::kNearestTiesTowardZero;
+    } else {
+      r.key_quant.block = 128;
+      r.key_quant.pow2 = ref::ScalePow2::kNone;
+      r.key_quant.fp4_rounding = ref::Rounding::kNearestEven;
+    }
+    return r;
+  }
+};
+
+// True when `recipe` has exactly the pinned fields of Path.
+template <class Path>
+bool key_path_matches(const KernelRecipe& recipe) {
+  if constexpr (!Path::kPinned) {
+    return true;
+  } else {
+    KernelRecipe copy = recipe;
+    bool same = true;
+    for_each_key_path_field(copy, Path::recipe(), [&](const auto& x, const auto& y) { same = same && x == y; });
+    return same;
+  }
+}
+
+// The recipe the kernel computes with: the runtime one, with Path's fields as constants.
+template <class Path>
+__device__ __forceinline__ KernelRecipe pinned_recipe(const KernelRecipe& runtime) {
+  KernelRecipe r = runtime;
+  if constexpr (Path::kPinned) {
+    constexpr KernelRecipe fixed = Path::recipe();
+    for_each_key_path_field(r, fixed, [](auto& x, const auto& y) { x = y; });
+  }
+  return r;
+}
+
+}  // namespace dsaf::dev

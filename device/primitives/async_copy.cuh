@@ -1,0 +1,31 @@
+// File: async_copy.cuh
+// cp.async (sm_80+): global -> shared copies that complete in the background, so a warp
+// keeps its next tiles in flight while it computes on the current one, without holding
+// registers for them. Completion is tracked per thread in commit groups.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace dsaf::dev {
+
+// Copies kBytes (4, 8 or 16) from global src to shared dst; read == false fills zeros.
+template <int kBytes>
+__device__ __forceinline__ void copy_async(void* dst, const void* src, bool read = true) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async moves 4, 8 or 16 bytes");
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int src_bytes = read ? kBytes : 0;
+  if constexpr (kBytes == 16) {  // .cg: bypass L1, the data is used once from shared memory
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src), "n"(kBytes), "r"(src_bytes));
+  }
+}
+
+// Closes the copies issued since the last commit into one group.
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n"); }
+
+// Waits until at most kPending of this thread's groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+
+}  // namespace dsaf::dev
