@@ -92,9 +92,13 @@ struct QueryArgs {
 // `lanes_per_head` (1, 2, 4 or 8) is how many lanes share one 128-value head: a
 // tuning knob with no effect on any result bit (device/head_pipeline.cuh). The default is
 // the fastest on the H200 (bench/key_store_bench.cu measures them all).
+// kAutoLanesPerHead picks the width measured fastest for the store format
+// (fastest_key_lanes; bench/results/LOG.md run 15).
 inline constexpr int kDefaultLanesPerHead = 8;
-void launch_key_store(const KeyStoreArgs& args, int lanes_per_head = kDefaultLanesPerHead);
-void launch_query_quant(const QueryArgs& args, int lanes_per_head = kDefaultLanesPerHead);
+inline constexpr int kAutoLanesPerHead = 0;
+int fastest_key_lanes(ref::StorageFormat format);
+void launch_key_store(const KeyStoreArgs& args, int lanes_per_head = kAutoLanesPerHead);
+void launch_query_quant(const QueryArgs& args, int lanes_per_head = kAutoLanesPerHead);  // auto: 8
 // Which key-kernel instantiation launch_key_store uses for a recipe: the name of a path
 // compiled with the recipe's fields as constants (device/key_paths.cuh), or "generic".
 std::string key_store_path(const KernelRecipe& recipe);

@@ -478,14 +478,13 @@ __device__ __forceinline__ void load_head(const void* head, bool bf16, int part,
   }
 }
 
-// The rotate stages every path shares: RoPE at `position`, then (when the recipe has it)
+// The rotate stages every path shares: RoPE by a table row (32 cos, 32 sin), then (when the recipe has it)
 // the Hadamard rotation, each rounded to bf16 when the recipe says so.
 template <int kLanes>
 __device__ __forceinline__ void rope_and_rotate(HeadPart<kLanes>& x, int part, const KernelRecipe& r,
-                                                const ref::IntermediateRounding& rounding, int position,
-                                                const float* rope_cos, const float* rope_sin) {
-  rope_head<kLanes>(x, part, r.rope_pairing, r.rope_placement, r.rope_fma, rope_cos + position * 32,
-                    rope_sin + position * 32);
+                                                const ref::IntermediateRounding& rounding, const float* cos_row,
+                                                const float* sin_row) {
+  rope_head<kLanes>(x, part, r.rope_pairing, r.rope_placement, r.rope_fma, cos_row, sin_row);
   round_head_bf16<kLanes>(rounding.rope, x);
   if (r.hadamard) {
     hadamard_head<kLanes>(x, part);

@@ -30,26 +30,34 @@ constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpLanes;
 
 // One warp's tile and ring. The staged input is bf16 (256 bytes a row); fp32 input (a test
-// and verification format, not a serving one) is read straight from global memory.
+// and verification format, not a serving one) is read straight from global memory. The
+// RoPE rows of the tile being computed (32 cos, 32 sin) are staged too, once its positions
+// have landed: a table row per token is as many bytes as the input row, and read from
+// global memory by the one lane that rotates, it was the longest stall (ncu, run 13).
 template <int kLanes>
 struct KeyRing {
   static constexpr int kTokens = kWarpLanes / kLanes;  // per tile
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kChunksPerLane = kRowBytes / kLanes / 16;  // 16-byte chunks a lane reads
-  static constexpr int kStages = kLanes >= 4 ? 4 : 2;  // tiles in flight: about 4 KB for every width
+  static constexpr int kStages = kLanes == 8 ? 4 : kLanes == 4 ? 3 : 2;  // 4-8 KB of input in flight
+  // A RoPE row is 64 floats + 4 of padding: rows 272 bytes apart start 4 banks apart, so
+  // the lanes of a quarter warp, on different tokens, read different banks.
+  static constexpr int kRopeStride = 68;
   struct Slot {
     uint4 rows[kTokens * kRowBytes / 16];
     int32_t positions[kTokens];
     int32_t seq[kTokens];
   };
   Slot slots[kStages];
+  alignas(16) float rope[kTokens * kRopeStride];
 };
 
-// Blocks of kThreadsPerBlock per SM; the register cap is 65536 / (128 x this): 1 lane: 170
-// (128 values + the pipeline), 2: 128, 4: 85, 8 and up: 64 (the most each width's pinned
-// paths need without spilling, ptxas -v). Shared memory: up to 203 KB.
+// Blocks of kThreadsPerBlock per SM; the register cap is 65536 / (128 x this): 1 lane: 255
+// (128 values + the pipeline), 2: 128, 4: 85, 8: 64 (the most each width's pinned paths
+// need without spilling, ptxas -v). Shared memory per SM, rings + norm weights: 1 lane
+// 2 x 103 KB, 2: 4 x 52 KB, 4: 6 x 35 KB, 8: 8 x 22 KB (of 227 KB).
 template <int kLanes>
-inline constexpr int kKeyMinBlocks = kLanes == 1 ? 3 : kLanes == 2 ? 4 : kLanes == 4 ? 6 : 8;
+inline constexpr int kKeyMinBlocks = kLanes == 1 ? 2 : kLanes == 2 ? 4 : kLanes == 4 ? 6 : 8;
 
 // Physical 16-byte chunk of logical chunk g in a ring slot. Lane l reads its chunks
 // l*C + c (C = kChunksPerLane) in step c; the 8 lanes of a quarter warp must hit 8
@@ -90,6 +98,62 @@ __device__ __forceinline__ void issue_tile(const KeyStoreArgs& args, int64_t til
   }
 }
 
+// Issues the copies of the RoPE rows of the tile in `slot` (whose positions have landed).
+template <int kLanes>
+__device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, const typename KeyRing<kLanes>::Slot& slot,
+                                                float* rope, int lane) {
+  using Ring = KeyRing<kLanes>;
+#pragma unroll
+  for (int g = lane; g < Ring::kTokens * 16; g += kWarpLanes) {
+    const int k = g / 16, c = g % 16;  // chunks 0-7: cos, 8-15: sin
+    const float* table = c < 8 ? args.rope_cos : args.rope_sin;
+    copy_async<16>(rope + k * Ring::kRopeStride + (c / 8) * 32 + (c % 8) * 4,
+                   table + static_cast<int64_t>(slot.positions[k]) * 32 + (c % 8) * 4);
+  }
+}
+
+// Cache rows go out through shared memory when every row can be written in 16-byte
+// pieces: rows of at most 256 bytes (not fp32) in pages whose size is a multiple of 16
+// (fp8 pages of 1 or 2 tokens are 132 or 264 bytes: those slots are stored directly).
+inline constexpr int kStagedScaleOffset = 256;  // scale bytes after a staged row's values
+template <ref::StorageFormat kFormat>
+__device__ __forceinline__ bool stages_cache_rows(int page_size) {
+  return (page_size * (value_bytes(kFormat) + scale_bytes(kFormat))) % 16 == 0;
+}
+
+// Writes the tile's staged cache rows (row k at staged + k * kRopeStride floats: values,
+// then scale bytes at kStagedScaleOffset) to their slots: value chunk g of the tile by lane
+// g % 32. Each token's lane 0 holds its destinations (null: not stored) and lends them.
+template <ref::StorageFormat kFormat, int kLanes>
+__device__ __forceinline__ void copy_out_tile(const uint8_t* staged, uint8_t* value_dst, uint8_t* scale_dst,
+                                              int lane) {
+  using Ring = KeyRing<kLanes>;
+  constexpr int kRowBytes = Ring::kRopeStride * 4;
+  constexpr int kChunks = value_bytes(kFormat) / 16, kTotal = Ring::kTokens * kChunks;
+  static_assert(kRowBytes >= kStagedScaleOffset + 4, "a staged row holds values and scales");
+#pragma unroll
+  for (int j = 0; j < (kTotal + kWarpLanes - 1) / kWarpLanes; ++j) {
+    const int g = lane + j * kWarpLanes;
+    const int k = g < kTotal ? g / kChunks : 0, c = g % kChunks;
+    const auto dst = reinterpret_cast<uint8_t*>(
+        __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(value_dst), k * kLanes));
+    if (g < kTotal && dst != nullptr) {
+      *reinterpret_cast<uint4*>(dst + c * 16) = *reinterpret_cast<const uint4*>(staged + k * kRowBytes + c * 16);
+    }
+  }
+  if constexpr (scale_bytes(kFormat) == 4) {
+#pragma unroll
+    for (int j = 0; j < (Ring::kTokens + kWarpLanes - 1) / kWarpLanes; ++j) {
+      const int k = lane + j * kWarpLanes;
+      const auto dst = reinterpret_cast<uint8_t*>(
+          __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(scale_dst), (k % Ring::kTokens) * kLanes));
+      if (k < Ring::kTokens && dst != nullptr) {
+        *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(staged + k * kRowBytes + kStagedScaleOffset);
+      }
+    }
+  }
+}
+
 // This lane's part of a staged bf16 row, widened to fp32 (exact: the bits move up).
 template <int kLanes>
 __device__ __forceinline__ void read_staged_row(const typename KeyRing<kLanes>::Slot& slot, int token, int part,
@@ -114,16 +178,31 @@ __global__ void __launch_bounds__(kThreadsPerBlock, kKeyMinBlocks<kLanes>)
 key_store_kernel(const KeyStoreArgs args) {
   using Ring = KeyRing<kLanes>;
   extern __shared__ uint4 shared_words[];
-  const int warp = threadIdx.x / kWarpLanes, lane = threadIdx.x % kWarpLanes;
+  // The warp index through a shuffle: the compiler then knows it is uniform across the warp,
+  // and so is the tile loop below; otherwise it guards every shuffle in the loop as if the
+  // warp could have diverged (WARPSYNC + ENDCOLLECTIVE around each one, SASS of run 13).
+  const int warp = __shfl_sync(kFullMask, static_cast<int>(threadIdx.x / kWarpLanes), 0);
+  const int lane = threadIdx.x % kWarpLanes;
   Ring& ring = reinterpret_cast<Ring*>(shared_words)[warp];
   const int part = lane % kLanes, token_in_tile = lane / kLanes;
   const KernelRecipe r = pinned_recipe<Path>(args.recipe);
 
+  // The norm's weight and bias, read by every token: from shared memory, not through L1.
+  __shared__ float norm_weight[kHeadDim], norm_bias[kHeadDim];
+  for (int i = threadIdx.x; i < kHeadDim; i += kThreadsPerBlock) {
+    if (args.norm_weight != nullptr) norm_weight[i] = args.norm_weight[i];
+    if (args.norm_bias != nullptr) norm_bias[i] = args.norm_bias[i];
+  }
+  __syncthreads();
+
   const int64_t tiles = (args.num_tokens + Ring::kTokens - 1) / Ring::kTokens;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;  // warps in the grid
+  const bool staged_store = stages_cache_rows<kFormat>(args.page_size);
   const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
 
-  // Ring: tile first_tile + i * stride lives in slot i % kStages; kStages - 1 ahead.
+  // Ring: tile first_tile + i * stride lives in slot i % kStages. Commit groups, in order:
+  // the inputs of the kStages - 1 tiles ahead, then per iteration the RoPE rows of this
+  // tile and the input of one more tile ahead.
 #pragma unroll
   for (int i = 0; i < Ring::kStages - 1; ++i) {
     const int64_t tile = first_tile + i * stride;
@@ -132,12 +211,14 @@ key_store_kernel(const KeyStoreArgs args) {
   }
   int i = 0;
   for (int64_t tile = first_tile; tile < tiles; tile += stride, ++i) {
+    wait_async<Ring::kStages - 2>();  // this lane's copies of `tile` have landed
+    __syncwarp();                     // and every other lane's; the RoPE rows are free
+    const typename Ring::Slot& slot = ring.slots[i % Ring::kStages];
+    issue_rope_rows<kLanes>(args, slot, ring.rope, lane);
+    commit_async();
     const int64_t ahead = tile + (Ring::kStages - 1) * stride;
     if (ahead < tiles) issue_tile<kLanes>(args, ahead, ring.slots[(i + Ring::kStages - 1) % Ring::kStages], lane);
     commit_async();
-    wait_async<Ring::kStages - 1>();  // this lane's copies of `tile` have landed
-    __syncwarp();                     // and every other lane's
-    const typename Ring::Slot& slot = ring.slots[i % Ring::kStages];
 
     const int64_t token_unclamped = tile * Ring::kTokens + token_in_tile;
     // A group past the end recomputes the last token and stores nothing: every lane of the
@@ -145,7 +226,11 @@ key_store_kernel(const KeyStoreArgs args) {
     const bool store = token_unclamped < args.num_tokens;
     const int64_t token = store ? token_unclamped : args.num_tokens - 1;
     const int position = slot.positions[token_in_tile];
-    const int64_t page_row = static_cast<int64_t>(slot.seq[token_in_tile]) * args.page_table_stride;
+    // Paged store address first: its page-table read then overlaps the arithmetic.
+    // page = table[seq][pos / P], slot pos % P; [P x values | P x scales]
+    const PageSlot page_slot_of_token = page_slot(position, args.page_size);
+    const int64_t page = args.page_tables[static_cast<int64_t>(slot.seq[token_in_tile]) * args.page_table_stride +
+                                          page_slot_of_token.table_index];
 
     HeadPart<kLanes> x;
     if (args.input_bf16) {
@@ -153,21 +238,34 @@ key_store_kernel(const KeyStoreArgs args) {
     } else {
       load_head<kLanes>(static_cast<const float*>(args.input) + token * kHeadDim, false, part, x);
     }
-    __syncwarp();  // the slot is free for the copies issued next iteration
     round_head_bf16<kLanes>(r.key_rounding.input, x);
 
-    norm_head<kLanes>(x, r.key_norm, part, args.norm_weight, args.norm_bias);
+    norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
     if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
-    rope_and_rotate<kLanes>(x, part, r, r.key_rounding, position, args.rope_cos, args.rope_sin);
+    wait_async<1>();  // the RoPE rows (only the input copies issued after them may be in flight)
+    __syncwarp();
+    const float* rope_row = ring.rope + token_in_tile * Ring::kRopeStride;
+    rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
 
-    // Paged store: page = table[seq][pos / P], slot pos % P; [P x values | P x scales]
-    const PageSlot page_slot_of_token = page_slot(position, args.page_size);
-    const int64_t page = args.page_tables[page_row + page_slot_of_token.table_index];
     const int offset = page_slot_of_token.offset;
     constexpr int kValueBytes = value_bytes(kFormat), kScaleBytes = scale_bytes(kFormat);
     uint8_t* page_base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
-    store_head<kFormat, kLanes>(x, part, r.key_quant, page_base + offset * kValueBytes,
-                                page_base + args.page_size * kValueBytes + offset * kScaleBytes, store);
+    uint8_t* value_dst = page_base + offset * kValueBytes;
+    uint8_t* scale_dst = page_base + args.page_size * kValueBytes + offset * kScaleBytes;
+    if constexpr (value_bytes(kFormat) > kStagedScaleOffset) {  // fp32 rows do not fit: direct
+      store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
+    } else if (staged_store) {
+      // The RoPE rows are read: their area takes this tile's cache rows, which then go out
+      // whole (16 lanes write a 256-byte row at once, not 32 lanes 16 bytes of 32 rows).
+      __syncwarp();
+      uint8_t* staged_row = reinterpret_cast<uint8_t*>(ring.rope + token_in_tile * Ring::kRopeStride);
+      store_head<kFormat, kLanes>(x, part, r.key_quant, staged_row, staged_row + kStagedScaleOffset, true);
+      __syncwarp();
+      copy_out_tile<kFormat, kLanes>(reinterpret_cast<const uint8_t*>(ring.rope), store ? value_dst : nullptr,
+                                     store ? scale_dst : nullptr, lane);
+    } else {
+      store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
+    }
   }
   wait_async<0>();  // nothing may still be writing this block's shared memory at exit
 }
@@ -205,9 +303,21 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 
 }  // namespace
 
+// Measured on the H200 (bench/results/LOG.md run 15, 1M tokens): fp8 0.176 ms at 2 lanes
+// (1 lane 0.172, within noise; 2 lanes leaves more warps per SM), bf16 0.197 ms at 1 lane,
+// fp4 0.324 ms at 4; the generic dsv32 recipes are fastest at 2.
+int fastest_key_lanes(ref::StorageFormat format) {
+  switch (format) {
+    case ref::StorageFormat::kBf16: return 1;
+    case ref::StorageFormat::kFp4E2m1: return 4;
+    default: return 2;
+  }
+}
+
 void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
   check_launch_args(args.recipe.key_quant, args.page_size, "key_store");
   if (args.num_tokens == 0) return;
+  if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = fastest_key_lanes(args.recipe.key_quant.format);
   dispatch_lanes(lanes_per_head, "key_store", [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
     const int64_t tiles = (args.num_tokens + KeyRing<kLanes>::kTokens - 1) / KeyRing<kLanes>::kTokens;

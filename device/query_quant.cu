@@ -37,7 +37,8 @@ query_quant_kernel(const QueryArgs args, const WeightConstants k) {
   load_head<kLanes>(static_cast<const uint8_t*>(args.input) + row * kHeadDim * element_bytes, args.input_bf16,
                     part, x);
   round_head_bf16<kLanes>(r.query_rounding.input, x);
-  rope_and_rotate<kLanes>(x, part, r, r.query_rounding, args.positions[token], args.rope_cos, args.rope_sin);
+  const int64_t position = args.positions[token];
+  rope_and_rotate<kLanes>(x, part, r, r.query_rounding, args.rope_cos + position * 32, args.rope_sin + position * 32);
   const float q_scale = store_head<kFormat, kLanes>(x, part, r.query_quant, args.q_values + row * value_bytes(kFormat),
                                                     args.q_scales + row * scale_bytes(kFormat), store);
 
@@ -60,6 +61,7 @@ void launch_query_quant(const QueryArgs& args, int lanes_per_head) {
   if (args.num_heads < 1) throw_bad_input("query_quant: num_heads must be >= 1");
   const int64_t rows = args.num_tokens * args.num_heads;
   if (rows == 0) return;
+  if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = kDefaultLanesPerHead;
   const double h = args.num_heads;
   const WeightConstants k{static_cast<float>(1.0 / std::sqrt(h)), static_cast<float>(1.0 / std::sqrt(128.0)),
                           static_cast<float>(1.0 / std::sqrt(h * 128.0))};

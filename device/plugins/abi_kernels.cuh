@@ -54,8 +54,9 @@ KernelRecipe plugin_recipe(const dsaf_recipe_v1& abi) {
   return r;
 }
 
-// kLanes: the lane-group width of our kernels (api.h launch_key_store); no effect on bits.
-template <PluginBug kBug, int kLanes = kDefaultLanesPerHead>
+// kLanes: the lane-group width of our kernels (api.h launch_key_store; 0 = the fastest);
+// no effect on bits.
+template <PluginBug kBug, int kLanes = kAutoLanesPerHead>
 int abi_key_store(const dsaf_key_store_args_v1* a) {
   try {
     KeyStoreArgs args;
@@ -108,7 +109,7 @@ int abi_key_store(const dsaf_key_store_args_v1* a) {
   }
 }
 
-template <PluginBug kBug, int kLanes = kDefaultLanesPerHead>
+template <PluginBug kBug, int kLanes = kAutoLanesPerHead>
 int abi_query_quant(const dsaf_query_args_v1* a) {
   try {
     QueryArgs args;
@@ -192,7 +193,7 @@ const dsaf_scoring_v1* abi_scoring_table(const char* name) {
   return &table;
 }
 
-template <PluginBug kBug, int kLanes = kDefaultLanesPerHead>
+template <PluginBug kBug, int kLanes = kAutoLanesPerHead>
 const dsaf_kernel_v1* abi_table(const char* name) {
   static const dsaf_kernel_v1 table = {DSAF_KERNEL_ABI_VERSION, name, &abi_key_store<kBug, kLanes>,
                                        &abi_query_quant<kBug, kLanes>, &abi_error_text};
