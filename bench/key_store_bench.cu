@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     float fused_ms = 0.0f;
     for (int lanes : {1, 2, 4, 8}) {
       const float ms = bench::median_ms([&] { dev::launch_key_store(a, lanes); }, 21, kCallsPerTiming);
-      if (lanes == dev::fastest_key_lanes(recipe.key_quant.format)) fused_ms = ms;
+      if (lanes == dev::fastest_key_lanes(a.recipe)) fused_ms = ms;
       widths += (widths.empty() ? "" : ", ") + std::string("\"") + std::to_string(lanes) + "\": " + std::to_string(ms);
       std::printf("%-16s lanes/head %2d: %.4f ms\n", name, lanes, ms);
     }
@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
                   "\"speedup_vs_unfused\": %.2f, \"lanes_per_head\": %d, \"kernel_path\": \"%s\", "
                   "\"fused_ms_by_lanes_per_head\": {%s}}",
                   first ? "" : ",", name, token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
-                  unfused_ms / fused_ms, dev::fastest_key_lanes(recipe.key_quant.format), path.c_str(), widths.c_str());
+                  unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe), path.c_str(), widths.c_str());
     json += row;
     first = false;
     std::printf("%-16s kernel path: %s\n", name, path.c_str());

@@ -92,11 +92,11 @@ struct QueryArgs {
 // `lanes_per_head` (1, 2, 4 or 8) is how many lanes share one 128-value head: a
 // tuning knob with no effect on any result bit (device/head_pipeline.cuh). The default is
 // the fastest on the H200 (bench/key_store_bench.cu measures them all).
-// kAutoLanesPerHead picks the width measured fastest for the store format
-// (fastest_key_lanes; bench/results/LOG.md run 15).
+// kAutoLanesPerHead picks the width measured fastest for the recipe
+// (fastest_key_lanes; bench/results/LOG.md run 17).
 inline constexpr int kDefaultLanesPerHead = 8;
 inline constexpr int kAutoLanesPerHead = 0;
-int fastest_key_lanes(ref::StorageFormat format);
+int fastest_key_lanes(const KernelRecipe& recipe);
 void launch_key_store(const KeyStoreArgs& args, int lanes_per_head = kAutoLanesPerHead);
 void launch_query_quant(const QueryArgs& args, int lanes_per_head = kAutoLanesPerHead);  // auto: 8
 // Which key-kernel instantiation launch_key_store uses for a recipe: the name of a path

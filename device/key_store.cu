@@ -5,12 +5,13 @@
 // is one that key_paths.cuh compiles.
 //
 // The kernel is memory-bound, so it is built around keeping bytes in flight: every warp
-// is persistent and streams tiles of 32 / kLanes tokens through its own ring of kStages
-// shared-memory slots with cp.async (input rows, positions, sequences), so the next tiles
-// are loading while it computes on this one, without registers held for them. Narrow
-// groups (1-2 lanes per token) issue the fewest instructions per token (no shuffles in
-// the Hadamard, one lane per reduction) but hold 64-128 values per lane, so few warps fit
-// on an SM; the ring is what lets those few warps still saturate HBM.
+// is persistent and walks tiles of 32 / kLanes tokens; everything a tile reads (input
+// rows, RoPE table rows, positions) is copied into the warp's shared memory with cp.async
+// a tile ahead (KeyRing), so the next tile loads while this one computes, without
+// registers held for it. Narrow groups (1-2 lanes per token) issue the fewest
+// instructions per token (no shuffles in the Hadamard, one lane per reduction) but hold
+// 64-128 values per lane, so few warps fit on an SM; the staging is what lets those few
+// warps keep HBM busy.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,33 +30,34 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpLanes;
 
-// One warp's tile and ring. The staged input is bf16 (256 bytes a row); fp32 input (a test
-// and verification format, not a serving one) is read straight from global memory. The
-// RoPE rows of the tile being computed (32 cos, 32 sin) are staged too, once its positions
-// have landed: a table row per token is as many bytes as the input row, and read from
-// global memory by the one lane that rotates, it was the longest stall (ncu, run 13).
+// One warp's staging area. Everything a tile needs is copied with cp.async one tile
+// ahead, in one commit group per tile: its input rows (bf16, 256 bytes a row; fp32 input,
+// a test and verification format, is read from global memory instead), its RoPE table
+// rows (32 cos, 32 sin: as many bytes as the input; read from global memory by the one
+// lane that rotates they were the longest stall in run 13's profile) and the positions
+// and sequences of the tile after it (the RoPE rows need them a tile early). So while a
+// warp computes tile i, the group of tile i + 1 is in flight and nothing waits in the
+// middle of a tile. The input rows are read into registers first, so one buffer serves;
+// the RoPE rows of tile i are read mid-tile, so they have two, and then carry the tile's
+// cache rows on their way out.
 template <int kLanes>
 struct KeyRing {
   static constexpr int kTokens = kWarpLanes / kLanes;  // per tile
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kChunksPerLane = kRowBytes / kLanes / 16;  // 16-byte chunks a lane reads
-  static constexpr int kStages = kLanes == 8 ? 4 : kLanes == 4 ? 3 : 2;  // 4-8 KB of input in flight
   // A RoPE row is 64 floats + 4 of padding: rows 272 bytes apart start 4 banks apart, so
   // the lanes of a quarter warp, on different tokens, read different banks.
   static constexpr int kRopeStride = 68;
-  struct Slot {
-    uint4 rows[kTokens * kRowBytes / 16];
-    int32_t positions[kTokens];
-    int32_t seq[kTokens];
-  };
-  Slot slots[kStages];
-  alignas(16) float rope[kTokens * kRopeStride];
+  uint4 rows[kTokens * kRowBytes / 16];         // input rows of the next tile to compute
+  alignas(16) float rope[2][kTokens * kRopeStride];  // RoPE rows of tiles i and i + 1
+  int32_t positions[3][kTokens];                // of tiles i, i + 1, i + 2
+  int32_t seq[3][kTokens];
 };
 
 // Blocks of kThreadsPerBlock per SM; the register cap is 65536 / (128 x this): 1 lane: 255
 // (128 values + the pipeline), 2: 128, 4: 85, 8: 64 (the most each width's pinned paths
-// need without spilling, ptxas -v). Shared memory per SM, rings + norm weights: 1 lane
-// 2 x 103 KB, 2: 4 x 52 KB, 4: 6 x 35 KB, 8: 8 x 22 KB (of 227 KB).
+// need without spilling, ptxas -v). Shared memory per SM, staging + norm weights: 1 lane
+// 2 x 106 KB, 2: 4 x 54 KB, 4: 6 x 27 KB, 8: 8 x 14 KB (of 227 KB).
 template <int kLanes>
 inline constexpr int kKeyMinBlocks = kLanes == 1 ? 2 : kLanes == 2 ? 4 : kLanes == 4 ? 6 : 8;
 
@@ -70,45 +72,52 @@ __device__ __forceinline__ int swizzle(int g) {
   return g ^ ((g >> kShift) & 7);
 }
 
-// Issues the copies of tile `tile` into `slot` (every lane; tokens past the end repeat the
-// last token, which is computed and not stored).
+// The copies of one tile's input rows (tokens past the end repeat the last token, which
+// is computed and not stored).
 template <int kLanes>
-__device__ __forceinline__ void issue_tile(const KeyStoreArgs& args, int64_t tile,
-                                           typename KeyRing<kLanes>::Slot& slot, int lane) {
+__device__ __forceinline__ void issue_input_rows(const KeyStoreArgs& args, int64_t tile, KeyRing<kLanes>& ring,
+                                                 int lane) {
+  using Ring = KeyRing<kLanes>;
+  if (!args.input_bf16) return;
+  const int64_t first = tile * Ring::kTokens;
+  constexpr int kChunksPerRow = Ring::kRowBytes / 16;
+#pragma unroll
+  for (int g = lane; g < Ring::kTokens * kChunksPerRow; g += kWarpLanes) {
+    const int64_t token = min(first + g / kChunksPerRow, args.num_tokens - 1);
+    const uint8_t* src = static_cast<const uint8_t*>(args.input) + token * Ring::kRowBytes + (g % kChunksPerRow) * 16;
+    copy_async<16>(&ring.rows[swizzle<kLanes>(g)], src);
+  }
+}
+
+// The copies of one tile's positions and sequences into buffer `b`.
+template <int kLanes>
+__device__ __forceinline__ void issue_positions(const KeyStoreArgs& args, int64_t tile, KeyRing<kLanes>& ring,
+                                                int b, int lane) {
   using Ring = KeyRing<kLanes>;
   const int64_t first = tile * Ring::kTokens;
-  if (args.input_bf16) {
-    constexpr int kChunksPerRow = Ring::kRowBytes / 16;
-#pragma unroll
-    for (int g = lane; g < Ring::kTokens * kChunksPerRow; g += kWarpLanes) {
-      const int64_t token = min(first + g / kChunksPerRow, args.num_tokens - 1);
-      const uint8_t* src = static_cast<const uint8_t*>(args.input) + token * Ring::kRowBytes + (g % kChunksPerRow) * 16;
-      copy_async<16>(&slot.rows[swizzle<kLanes>(g)], src);
-    }
-  }
 #pragma unroll
   for (int i = lane; i < 2 * Ring::kTokens; i += kWarpLanes) {
     const int k = i % Ring::kTokens;
     const int64_t token = min(first + k, args.num_tokens - 1);
     if (i < Ring::kTokens) {
-      copy_async<4>(&slot.positions[k], args.positions + token);
+      copy_async<4>(&ring.positions[b][k], args.positions + token);
     } else {
-      copy_async<4>(&slot.seq[k], args.seq + token);
+      copy_async<4>(&ring.seq[b][k], args.seq + token);
     }
   }
 }
 
-// Issues the copies of the RoPE rows of the tile in `slot` (whose positions have landed).
+// The copies of one tile's RoPE rows into rope[rb], from its landed positions[pb].
 template <int kLanes>
-__device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, const typename KeyRing<kLanes>::Slot& slot,
-                                                float* rope, int lane) {
+__device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, KeyRing<kLanes>& ring, int pb, int rb,
+                                                int lane) {
   using Ring = KeyRing<kLanes>;
 #pragma unroll
   for (int g = lane; g < Ring::kTokens * 16; g += kWarpLanes) {
     const int k = g / 16, c = g % 16;  // chunks 0-7: cos, 8-15: sin
     const float* table = c < 8 ? args.rope_cos : args.rope_sin;
-    copy_async<16>(rope + k * Ring::kRopeStride + (c / 8) * 32 + (c % 8) * 4,
-                   table + static_cast<int64_t>(slot.positions[k]) * 32 + (c % 8) * 4);
+    copy_async<16>(ring.rope[rb] + k * Ring::kRopeStride + (c / 8) * 32 + (c % 8) * 4,
+                   table + static_cast<int64_t>(ring.positions[pb][k]) * 32 + (c % 8) * 4);
   }
 }
 
@@ -156,14 +165,14 @@ __device__ __forceinline__ void copy_out_tile(const uint8_t* staged, uint8_t* va
 
 // This lane's part of a staged bf16 row, widened to fp32 (exact: the bits move up).
 template <int kLanes>
-__device__ __forceinline__ void read_staged_row(const typename KeyRing<kLanes>::Slot& slot, int token, int part,
+__device__ __forceinline__ void read_staged_row(const KeyRing<kLanes>& ring, int token, int part,
                                                 HeadPart<kLanes>& x) {
   constexpr int kV = HeadGroup<kLanes>::kValues;
   constexpr int kC = KeyRing<kLanes>::kChunksPerLane;
   unsigned w[kV / 2];
 #pragma unroll
   for (int c = 0; c < kC; ++c) {
-    const uint4 v = slot.rows[swizzle<kLanes>((token * kLanes + part) * kC + c)];
+    const uint4 v = ring.rows[swizzle<kLanes>((token * kLanes + part) * kC + c)];
     w[4 * c] = v.x, w[4 * c + 1] = v.y, w[4 * c + 2] = v.z, w[4 * c + 3] = v.w;
   }
 #pragma unroll
@@ -200,51 +209,54 @@ key_store_kernel(const KeyStoreArgs args) {
   const bool staged_store = stages_cache_rows<kFormat>(args.page_size);
   const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
 
-  // Ring: tile first_tile + i * stride lives in slot i % kStages. Commit groups, in order:
-  // the inputs of the kStages - 1 tiles ahead, then per iteration the RoPE rows of this
-  // tile and the input of one more tile ahead.
-#pragma unroll
-  for (int i = 0; i < Ring::kStages - 1; ++i) {
-    const int64_t tile = first_tile + i * stride;
-    if (tile < tiles) issue_tile<kLanes>(args, tile, ring.slots[i], lane);
+  // Tile i of this warp is first_tile + i * stride. Prologue: the positions of tile 0, then
+  // the group of tile 0 (input, RoPE rows; positions of tile 1).
+  const auto tile_of = [&](int i) { return first_tile + static_cast<int64_t>(i) * stride; };
+  const auto issue_group = [&](int i) {  // the group of tile i: all of it exists if tile i does
+    if (tile_of(i) < tiles) {
+      issue_input_rows<kLanes>(args, tile_of(i), ring, lane);
+      issue_rope_rows<kLanes>(args, ring, i % 3, i % 2, lane);
+    }
+    if (tile_of(i + 1) < tiles) issue_positions<kLanes>(args, tile_of(i + 1), ring, (i + 1) % 3, lane);
     commit_async();
-  }
-  int i = 0;
-  for (int64_t tile = first_tile; tile < tiles; tile += stride, ++i) {
-    wait_async<Ring::kStages - 2>();  // this lane's copies of `tile` have landed
-    __syncwarp();                     // and every other lane's; the RoPE rows are free
-    const typename Ring::Slot& slot = ring.slots[i % Ring::kStages];
-    issue_rope_rows<kLanes>(args, slot, ring.rope, lane);
-    commit_async();
-    const int64_t ahead = tile + (Ring::kStages - 1) * stride;
-    if (ahead < tiles) issue_tile<kLanes>(args, ahead, ring.slots[(i + Ring::kStages - 1) % Ring::kStages], lane);
-    commit_async();
+  };
+  if (first_tile < tiles) issue_positions<kLanes>(args, first_tile, ring, 0, lane);
+  commit_async();
+  wait_async<0>();
+  __syncwarp();
+  issue_group(0);
+
+  for (int i = 0; tile_of(i) < tiles; ++i) {
+    const int64_t tile = tile_of(i);
+    wait_async<0>();  // the group of this tile: its input, RoPE rows, the next positions
+    __syncwarp();     // (every lane's copies)
 
     const int64_t token_unclamped = tile * Ring::kTokens + token_in_tile;
     // A group past the end recomputes the last token and stores nothing: every lane of the
     // warp must take part in the shuffles.
     const bool store = token_unclamped < args.num_tokens;
     const int64_t token = store ? token_unclamped : args.num_tokens - 1;
-    const int position = slot.positions[token_in_tile];
+    const int position = ring.positions[i % 3][token_in_tile];
     // Paged store address first: its page-table read then overlaps the arithmetic.
     // page = table[seq][pos / P], slot pos % P; [P x values | P x scales]
     const PageSlot page_slot_of_token = page_slot(position, args.page_size);
-    const int64_t page = args.page_tables[static_cast<int64_t>(slot.seq[token_in_tile]) * args.page_table_stride +
+    const int64_t page = args.page_tables[static_cast<int64_t>(ring.seq[i % 3][token_in_tile]) * args.page_table_stride +
                                           page_slot_of_token.table_index];
 
     HeadPart<kLanes> x;
     if (args.input_bf16) {
-      read_staged_row<kLanes>(slot, token_in_tile, part, x);
+      read_staged_row<kLanes>(ring, token_in_tile, part, x);
     } else {
       load_head<kLanes>(static_cast<const float*>(args.input) + token * kHeadDim, false, part, x);
     }
+    __syncwarp();  // the input rows are read: the next tile's group may land
+    issue_group(i + 1);
     round_head_bf16<kLanes>(r.key_rounding.input, x);
 
     norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
     if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
-    wait_async<1>();  // the RoPE rows (only the input copies issued after them may be in flight)
-    __syncwarp();
-    const float* rope_row = ring.rope + token_in_tile * Ring::kRopeStride;
+    float* rope = ring.rope[i % 2];
+    const float* rope_row = rope + token_in_tile * Ring::kRopeStride;
     rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
 
     const int offset = page_slot_of_token.offset;
@@ -258,11 +270,12 @@ key_store_kernel(const KeyStoreArgs args) {
       // The RoPE rows are read: their area takes this tile's cache rows, which then go out
       // whole (16 lanes write a 256-byte row at once, not 32 lanes 16 bytes of 32 rows).
       __syncwarp();
-      uint8_t* staged_row = reinterpret_cast<uint8_t*>(ring.rope + token_in_tile * Ring::kRopeStride);
+      uint8_t* staged_row = reinterpret_cast<uint8_t*>(rope + token_in_tile * Ring::kRopeStride);
       store_head<kFormat, kLanes>(x, part, r.key_quant, staged_row, staged_row + kStagedScaleOffset, true);
       __syncwarp();
-      copy_out_tile<kFormat, kLanes>(reinterpret_cast<const uint8_t*>(ring.rope), store ? value_dst : nullptr,
+      copy_out_tile<kFormat, kLanes>(reinterpret_cast<const uint8_t*>(rope), store ? value_dst : nullptr,
                                      store ? scale_dst : nullptr, lane);
+      __syncwarp();  // the area takes the RoPE rows of tile i + 2 next
     } else {
       store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
     }
@@ -303,12 +316,13 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 
 }  // namespace
 
-// Measured on the H200 (bench/results/LOG.md run 15, 1M tokens): fp8 0.176 ms at 2 lanes
-// (1 lane 0.172, within noise; 2 lanes leaves more warps per SM), bf16 0.197 ms at 1 lane,
-// fp4 0.324 ms at 4; the generic dsv32 recipes are fastest at 2.
-int fastest_key_lanes(ref::StorageFormat format) {
-  switch (format) {
-    case ref::StorageFormat::kBf16: return 1;
+// Measured on the H200 (bench/results/LOG.md run 17, 1M tokens): sglang-v4-fp8 0.164 ms at
+// 1 lane (2: 0.172), sglang-v4-bf16 0.193 ms at 2 lanes (1: 0.199), sglang-v4-fp4 0.329 ms
+// at 4; the generic kernel (dsv32 recipes) is fastest at 2 and slow at 1 (it spills).
+int fastest_key_lanes(const KernelRecipe& recipe) {
+  const bool pinned = key_store_path(recipe) != RuntimeKeyPath::kName;
+  switch (recipe.key_quant.format) {
+    case ref::StorageFormat::kFp8E4m3fn: return pinned ? 1 : 2;
     case ref::StorageFormat::kFp4E2m1: return 4;
     default: return 2;
   }
@@ -317,7 +331,7 @@ int fastest_key_lanes(ref::StorageFormat format) {
 void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
   check_launch_args(args.recipe.key_quant, args.page_size, "key_store");
   if (args.num_tokens == 0) return;
-  if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = fastest_key_lanes(args.recipe.key_quant.format);
+  if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = fastest_key_lanes(args.recipe);
   dispatch_lanes(lanes_per_head, "key_store", [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
     const int64_t tiles = (args.num_tokens + KeyRing<kLanes>::kTokens - 1) / KeyRing<kLanes>::kTokens;
