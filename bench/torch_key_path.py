@@ -8,6 +8,7 @@ import json
 import sys
 
 import torch
+from torch_timing import median_ms
 
 T, SEQ, PAGE = 1 << 20, 65536, 64
 
@@ -58,17 +59,7 @@ def main():
 
     out = {"tokens": T, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
     for store in ("fp8", "bf16"):
-        for _ in range(3):
-            pipeline(store)
-        times = []
-        for _ in range(21):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            pipeline(store)
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b))
-        out[f"{store}_ms"] = sorted(times)[len(times) // 2]
+        out[f"{store}_ms"] = median_ms(lambda: pipeline(store))
     json.dump(out, sys.stdout)
     print()
 
