@@ -1,7 +1,9 @@
-// Paged decode logits on the GPU: the exact-order kernel (device/paged_logits.cu) at the
-// issue's shape — batch 32, one query each, 64 heads, 128K context, page size 64 — with
-// fp8 (132 B/token) and bf16 (256 B/token) caches, against the device-to-device copy
-// bandwidth. Bytes counted: cache bytes read + q + weights + page tables + logits written.
+// Paged decode logits on the GPU at the issue's shape — batch 32, one query each, 64 heads,
+// 128K context, page size 64, fp8 queries — with fp8 (132 B/token) and bf16 (256 B/token)
+// caches: the exact-order kernel (device/paged_logits.cu) and the tensor-core kernel
+// (device/paged_logits_mma.cu: "fp8-mma" on the fp8 cache, "bf16-mma" on the bf16 cache),
+// against the device-to-device copy bandwidth. Bytes counted: cache bytes read + q +
+// weights + page tables + logits written.
 // Usage: paged_logits_bench OUT.json
 #include <cuda_runtime.h>
 
@@ -66,7 +68,7 @@ int main(int argc, char** argv) {
         }
       } else {
         auto* v = reinterpret_cast<uint16_t*>(page);
-        for (int i = 0; i < kPage * 128; ++i) v[i] = static_cast<uint16_t>(0x3C00 + (byte(rng) << 2) - 512);  // |x| ~ 2^-7..2
+        for (int i = 0; i < kPage * 128; ++i) v[i] = static_cast<uint16_t>(0x3C00 + (byte(rng) << 2) - 512);  // |x| in [2^-11, 2^-3)
       }
     }
     bench::DeviceArray<uint8_t> d_cache(cache), d_q(q);
@@ -105,7 +107,7 @@ int main(int argc, char** argv) {
                   100 * gbps / copy_gbps);
     };
     record("exact-order", bench::median_ms([&] { dev::launch_paged_logits(a); }));
-    if (fp8) record("fp8-mma", bench::median_ms([&] { dev::launch_paged_logits_fast(a); }));
+    record(fp8 ? "fp8-mma" : "bf16-mma", bench::median_ms([&] { dev::launch_paged_logits_fast(a); }));
   }
   json += "\n  ]\n}\n";
   std::printf("copy bandwidth %.0f GB/s\n", copy_gbps);

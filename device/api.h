@@ -148,9 +148,11 @@ inline LogitRows decode_rows(const std::vector<int32_t>& context_lens, int next_
   return rows;
 }
 void launch_paged_logits(const PagedLogitsArgs& args);
-// The same on fp8 tensor cores (device/paged_logits_mma.cu): fp8 cache and fp8 queries,
-// fp32 accumulation, 16/32/64 heads. BOUNDED, not byte-exact: the bound and its
-// derivation are in that file's header; tests/device/paged_logits_gpu_test.cu checks it.
+// The same on tensor cores (device/paged_logits_mma.cu): fp8 cache with fp8 queries
+// (widened exactly to f16), or a bf16 cache with fp8 or bf16 queries (bf16 MMA); fp32
+// accumulation, 16/32/64 heads; other formats are refused (kBadInput). BOUNDED, not
+// byte-exact: the bounds and their derivation are in that file's header;
+// tests/device/paged_logits_gpu_test.cu checks them on every score.
 void launch_paged_logits_fast(const PagedLogitsArgs& args);
 
 // ---- Top-K (device/topk.cu) ----------------------------------------------------------------

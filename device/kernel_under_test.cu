@@ -175,7 +175,7 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
   }
   if (spec == "builtin-fast") {
     return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect>("builtin-fast"), nullptr,
-                                       abi_scoring_table<true>("builtin-fast (fp8 tensor-core logits)"));
+                                       abi_scoring_table<true>("builtin-fast (tensor-core logits)"));
   }
   // builtin:N — our kernels with N lanes per head (a tuning knob; the bytes must not change)
   if (spec == "builtin:1") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 1>("builtin:1"), nullptr);

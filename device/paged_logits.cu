@@ -43,6 +43,27 @@ __device__ __forceinline__ float dot_value(const uint8_t* values, const uint8_t*
   }
 }
 
+// Values per 32-bit word of a stored head, and value i of word `word` as it enters the dot
+// (the same value dot_value gives; `block_scale` is fp4's pow2_scale of the word's block).
+template <ref::StorageFormat kFormat>
+inline constexpr int kValuesPerWord = kFormat == ref::StorageFormat::kFp8E4m3fn ? 4
+                                      : kFormat == ref::StorageFormat::kFp4E2m1 ? 8
+                                      : kFormat == ref::StorageFormat::kFp32    ? 1
+                                                                                : 2;  // kBf16, kFp4SimulatedBf16
+template <ref::StorageFormat kFormat>
+__device__ __forceinline__ float word_value(unsigned word, int i, float block_scale) {
+  if constexpr (kFormat == ref::StorageFormat::kFp8E4m3fn) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>((word >> (8 * i)) & 0xFF), __NV_E4M3);
+    return __half2float(__half(h));
+  } else if constexpr (kFormat == ref::StorageFormat::kFp4E2m1) {
+    return __fmul_rn(e2m1_value((word >> (4 * i)) & 0xF), block_scale);  // low nibble first
+  } else if constexpr (kFormat == ref::StorageFormat::kFp32) {
+    return __uint_as_float(word);
+  } else {  // kBf16, kFp4SimulatedBf16: little-endian, element 2k in the low half
+    return __uint_as_float(i == 0 ? word << 16 : word & 0xFFFF'0000u);
+  }
+}
+
 // The multiplier after the head sum: the fp8 key's fp32 scale, else 1.
 template <ref::StorageFormat kFormat>
 __device__ __forceinline__ float key_scale(const uint8_t* scales) {
@@ -117,19 +138,42 @@ paged_logits_kernel(const PagedLogitsArgs args) {
   const uint8_t* values = page_base + offset * kValueBytes;
   const uint8_t* scales = page_base + args.page_size * kValueBytes + offset * kScaleBytes;
 
+  // The key's values 16 bytes at a time: one 16-byte load where the slot is 16-byte aligned,
+  // else four words (a slot is only 4-byte aligned for fp8 and fp4 pages of 1 or 2 tokens:
+  // P x 132 or P x 68 bytes per page). Each word is decoded value by value in d order, so
+  // the arithmetic (and its order) is the reference's, as before.
+  constexpr int kPerWord = kValuesPerWord<kKeyFormat>;
+  const bool aligned16 = (reinterpret_cast<uintptr_t>(values) & 15) == 0;
   float dots[kHeads];
 #pragma unroll
   for (int h = 0; h < kHeads; ++h) dots[h] = 0.0f;
-#pragma unroll 2
-  for (int d = 0; d < kHeadDim; ++d) {
-    const float k = dot_value<kKeyFormat>(values, scales, d);
+#pragma unroll 1
+  for (int chunk = 0; chunk < kValueBytes / 16; ++chunk) {
+    uint4 words;
+    if (aligned16) {
+      words = reinterpret_cast<const uint4*>(values)[chunk];
+    } else {
+      const unsigned* w = reinterpret_cast<const unsigned*>(values) + 4 * chunk;
+      words = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    // fp4: a chunk is 32 values, one scale block (pow2_scale(scales[d / 32]) of every d in it).
+    const float block_scale = kKeyFormat == ref::StorageFormat::kFp4E2m1 ? pow2_scale(scales[chunk]) : 1.0f;
+#pragma unroll 1
+    for (int k = 0; k < 4; ++k) {  // word k of the chunk is words.x; the rest move down
 #pragma unroll
-    for (int h = 0; h < kHeads; h += 4) {
-      const float4 q4 = *reinterpret_cast<const float4*>(&q[d][h]);
-      dots[h] = __fadd_rn(dots[h], __fmul_rn(q4.x, k));
-      dots[h + 1] = __fadd_rn(dots[h + 1], __fmul_rn(q4.y, k));
-      dots[h + 2] = __fadd_rn(dots[h + 2], __fmul_rn(q4.z, k));
-      dots[h + 3] = __fadd_rn(dots[h + 3], __fmul_rn(q4.w, k));
+      for (int i = 0; i < kPerWord; ++i) {
+        const int d = (4 * chunk + k) * kPerWord + i;
+        const float kv = word_value<kKeyFormat>(words.x, i, block_scale);
+#pragma unroll
+        for (int h = 0; h < kHeads; h += 4) {
+          const float4 q4 = *reinterpret_cast<const float4*>(&q[d][h]);
+          dots[h] = __fadd_rn(dots[h], __fmul_rn(q4.x, kv));
+          dots[h + 1] = __fadd_rn(dots[h + 1], __fmul_rn(q4.y, kv));
+          dots[h + 2] = __fadd_rn(dots[h + 2], __fmul_rn(q4.z, kv));
+          dots[h + 3] = __fadd_rn(dots[h + 3], __fmul_rn(q4.w, kv));
+        }
+      }
+      words = make_uint4(words.y, words.z, words.w, 0u);
     }
   }
   out[s] = head_sum<kAccum>(dots, w, key_scale<kKeyFormat>(scales));

@@ -1,229 +1,494 @@
 // File: paged_logits_mma.cu — the fast paged decode logits kernel (api.h
-// launch_paged_logits_fast): fp8 e4m3 tensor-core MMA (mma.sync m16n8k32, fp32
-// accumulators) for an fp8 cache and fp8 queries. Same semantics, mask and layout as the
-// exact-order kernel (paged_logits.cu); the contract is BOUNDED, not byte-exact:
+// launch_paged_logits_fast) on tensor cores: mma.sync m16n8k16 with fp32 accumulators. One
+// kernel template, two key formats:
+//   kFp8E4m3fn cache (132 B/token): e4m3 keys and e4m3 queries, both widened to f16
+//     (every e4m3 value is an f16 value), f16 x f16 -> f32; the key scale after the head sum.
+//   kBf16 cache (256 B/token; also kFp4SimulatedBf16, stored the same way): bf16 keys;
+//     queries as stored when bf16, widened exactly when e4m3 (every e4m3 value is a bf16
+//     value); bf16 x bf16 -> f32. The launcher refuses queries bf16 cannot hold exactly.
+// Same semantics, mask and output layout as the exact-order kernel (paged_logits.cu):
+//   logits[r][s] = k_scale[s] * sum_h ReLU(q[r][h] . k[s]) * w[r][h]  for s < row_valid[r],
+//   -inf for row_valid[r] <= s < max_context.
+// The contract is BOUNDED, not byte-exact (Numerics below); tests/device/
+// paged_logits_gpu_test.cu checks the bound on every score of every preset the kernel takes.
 //
-// Products of two e4m3 values are exact in fp32 (4-bit x 4-bit significands), so all the
-// error is in how the tensor core adds them. Hopper's fp8 MMA does not keep a full fp32
-// sum (DeepSeek-V3 report §3.3.2: about 14 significant bits are kept when aligning
-// products); we assume at least 13 and truncation. Each of the 128/32 = 4 MMA steps then
-// adds its 32 products and the running sum with an error below 2^-12 * sum_d |q_d k_d|
-// (every aligned addend and the sum are bounded by that total), so per head
-//     |dot_h - exact_h| <= 4 * 33 * 2^-12 * M_h,  M_h = sum_d |q_d k_d|   (132 * 2^-12).
-// ReLU is 1-Lipschitz; the epilogue (relu * w, the head sum in a fixed tree, * k_scale) is
-// fp32 with H + 2 roundings of values bounded by T = sum_h |w_h| * M_h, so
-//     |fast - exact| <= k_scale * ( sum_h |w_h| * 132 * 2^-12 * M_h + (H + 2) * 2^-24 * T ).
-// tests/device/paged_logits_gpu_test.cu checks this bound on every score and reports how
-// much of it was used.
+// Why f16 HMMA and not mma...e4m3: Hopper has no fp8 mma.sync in hardware. ptxas (CUDA 13.0,
+// sm_90a) lowers one m16n8k32 e4m3 mma.sync to 12 F2FP.F16.E4M3.UNPACK_B and two
+// HMMA.16816.F32 (nvdisasm), so a shared operand is unpacked again for every tile it meets.
+// Here each key byte is widened once (2 F2FP per key and warp) and the query once per block.
 //
-// The head dimension is permuted consistently in q and k (the sum does not depend on its
-// order mathematically): lane (g, t) of a warp owns bytes [32t, 32t + 32) of key row g,
-// and MMA step s reads its words 2s and 2s + 1, so a key row is two 16-byte copies. Keys
-// stream through a per-warp ring of cp.async stages, so each warp keeps several steps of
-// keys in flight while its tensor cores work on an earlier one.
+// Launch shape: grid (ceil(max_context / 2048), rows), 4 warps per block, 2 blocks per SM.
+// Each warp streams its steps (32 fp8 / 16 bf16 keys: 4 KB of values either way) through its
+// own ring of 4 cp.async stages: 3 steps = 12 KB in flight per warp, ~96 KB per SM (Little's
+// law asks for ~4 TB/s / 132 SMs x ~1 us = 30 KB).
+//
+// Fragment mapping (PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type";
+// g = lane / 4, t = lane % 4). M = 16 keys, N = 8 heads, K = 16 head dims per step, 8 steps:
+//   A (row-major keys): a0 = (key g, k 2t..2t+1), a1 = key g+8, a2 = (key g, k 2t+8..9), a3.
+//   B ("col" = the query rows): b0 = (k 2t..2t+1, head g), b1 = (k 2t+8..9, head g).
+//   C: c0, c1 = (key g, heads 2t, 2t+1), c2, c3 = (key g+8, the same heads).
+// The 128 dims may be permuted, the same way in A and B (the dot does not depend on the
+// order mathematically); each format takes the order its bytes arrive in:
+//   bf16: step s is dims 16s..16s+15 as they are: a0 <-> b0 = word 8s+t of the row (32-bit
+//     words of two bf16), a2 <-> b1 = word 8s+4+t.
+//   fp8: step s is bytes 16s..16s+15; lane t's 4-byte word 4s+t splits into its two byte
+//     pairs: a0 <-> b0 = f16x2 of bytes (16s+4t, +1), a2 <-> b1 = bytes (16s+4t+2, +3).
+// ldmatrix.x4 (b16 view of the bytes) gives lane (g, t) bytes 4t..4t+3 of row g of each of
+// four 8 x 16-byte matrices whose row addresses lanes 8j..8j+7 supply. A: matrices j = (keys
+// 0-7 | 8-15) x (bytes 32c..32c+15 | 32c+16..32c+31) of a key tile, so one ldmatrix is one
+// bf16 step (regs = a0..a3) or two fp8 steps (regs 0, 1: words of step 2c; 2, 3: step 2c+1).
+// B lives in shared memory as [step][b0 | b1][head][t] 32-bit words, ready for ldmatrix:
+// matrices (b0, b1) x (head tile 2p, 2p+1) of a step. Ring rows are 16 bytes longer than
+// a key (144 / 272): row r then starts in bank quad r mod 8, so the 8 rows of a matrix hit 8
+// different quads (no conflict), and two lanes per key write whole 32-byte sectors.
+//
+// Numerics. Every product is exact in fp32 (e4m3 x e4m3: 4-bit significands; bf16 x bf16:
+// 8-bit), so the error comes from how the tensor core adds products, and from the fp32
+// epilogue. With M_h = sum_d |q_hd k_d| (every addend and partial sum is at most M_h):
+//  (a) fp8 cache: the published contract, kept for a native e4m3 path (wgmma keeps about 14
+//      bits, DeepSeek-V3 report §3.3.2): at least 13 significant bits kept when a step
+//      aligns its products, truncation; k = 4 x 32: each step's 32 products and the running
+//      sum add < 33 x 2^-12 M_h, so |dot_h - exact_h| <= 132 x 2^-12 M_h. The f16 HMMA that
+//      runs now meets it with a wide margin (its bound is (b)'s).
+//  (b) bf16 cache: the block-FMA model of Fasi, Higham, Mikaitis and Pranesh ("Numerical
+//      behavior of NVIDIA tensor cores", PeerJ CS 2021): products are added to the fp32
+//      accumulator in blocks of G >= 4, aligned to the block's largest addend with
+//      truncation past 24 significant bits, then normalised by truncation. A block adds
+//      G + 1 aligned addends and one normalisation, each wrong by < 2^-23 M_h, so over
+//      128 dims: 128 / G x (G + 2) <= 192 errors: |dot_h - exact_h| <= 192 x 2^-23 M_h.
+//  (c) epilogue, both: relu, then __fmaf_rn(relu, w_h, sum) over the lane's H / 4 heads (one
+//      rounding per head), the sum of the quad's 4 partial sums (3 additions), and for fp8
+//      x k_scale: H + 4 roundings, each of a value bounded by W = sum_h |w_h| M_h (to first
+//      order). ReLU is 1-Lipschitz, so
+//        |fast - exact| <= k_scale x ( sum_h |w_h| E_h + (H + 4) x 2^-24 x W ),
+//      E_h from (a) or (b), k_scale = 1 for bf16. The test allows 4 x 34 (fp8) and 200 (bf16)
+//      in place of 132 and 192 for the second-order terms. Not covered: underflow (values
+//      below 2^-126; a tensor core may flush bf16 subnormal inputs and fp32 subnormal sums).
+// Deterministic: fixed orders everywhere, no atomics; each key's quad sum is formed in one
+// fixed order (see the epilogue).
+//
+// Instructions per key and warp, 64 heads (SASS of the loop, fp8 | bf16 cache): HMMA 4 | 4,
+// F2FP 2 | 0, ldmatrix 1.25 | 2.5 (B is reloaded once per step of 32 | 16 keys), FMNMX + FFMA
+// 4 | 4, everything else (copies and their addresses, quad sum, store, loop) ~3.8 | ~5:
+// ~15 | ~15.5 in all (the old heads-as-M e4m3 kernel: 47). The floor of this design is the
+// 4 HMMA + 4 epilogue instructions per key; sm_90a's wgmma (native e4m3, 64 keys per
+// instruction) would remove most of the first 4 and the F2FP.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "device/api.h"
-#include "device/head_pipeline.cuh"
 #include "device/launch.h"
+#include "device/primitives/async_copy.cuh"
 #include "device/primitives/paging.cuh"
+#include "device/primitives/warp.cuh"
 
 namespace dsaf::dev {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kKeysPerWarpStep = 16;       // two n8 tiles per step
-constexpr int kKeysPerBlock = 1024;        // 16 steps per warp
-constexpr int kStages = 4;                 // cp.async ring per warp: 4 x 2 KB of keys in flight
-constexpr int kRowStride = 144;            // bytes per key row in the ring: 128 + 16 breaks bank conflicts
-constexpr int kSteps = 4;                  // k = 128 = 4 x 32
-constexpr int kMinBlocks = 4;  // 16 warps per SM, each with kStages steps of keys in flight
+using ref::StorageFormat;
 
-// D += A * B for one m16n8k32 e4m3 tile (fp32 accumulators).
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// Every size of the kernel, derived from the key format, the head count and the copy piece:
+// 16 bytes when every key row is 16-byte aligned (a 16-byte aligned cache; fp8 pages of at
+// least 4 tokens), else 4 (fp8 pages of 1 or 2 tokens: 132 B/token rows are 4-byte aligned).
+template <StorageFormat kKeyFormat, int kHeadCount, int kPiece>
+struct MmaTraits {
+  static constexpr bool kFp8 = kKeyFormat == StorageFormat::kFp8E4m3fn;
+  static constexpr int kHeads = kHeadCount;
+  static constexpr int kPieceBytes = kPiece;
+  static constexpr int kHeadTiles = kHeads / 8;   // n8 tiles
+  static constexpr int kRowBytes = kFp8 ? 128 : 256;  // key values per token
+  static constexpr int kScaleBytes = kFp8 ? 4 : 0;    // the fp8 key's fp32 scale
+  static constexpr int kRowStride = kRowBytes + 16;   // ring row: see "Ring rows" above
+  static constexpr int kKSteps = kHeadDim / 16;       // m16n8k16 steps: 8
+  static constexpr int kLdmPerRow = kRowBytes / 32;   // A ldmatrix.x4 per key tile: 4 | 8
+  static constexpr int kStepsPerLdm = kKSteps / kLdmPerRow;  // 2 | 1
+  // fp8: two key tiles per step halve the B reloads (1 ldmatrix per key, not 2) for 32 more
+  // accumulator registers; bf16 keys are twice the bytes, so one tile is the same 4 KB step.
+  static constexpr int kKeyTiles = kFp8 ? 2 : 1;
+  static constexpr int kKeysPerStep = 16 * kKeyTiles;
+  static constexpr int kWarps = 4;
+  static constexpr int kStages = 4;  // ring slots per warp: 3 steps in flight
+  static constexpr int kKeysPerWarp = 512;
+  static constexpr int kWarpSteps = kKeysPerWarp / kKeysPerStep;
+  static constexpr int kKeysPerBlock = kWarps * kKeysPerWarp;  // 2048: 7.8 waves at the bench shape
+  // Dynamic shared memory, in this order (all multiples of 16 bytes).
+  static constexpr int kQueryBytes = kKSteps * 2 * kHeads * 16;  // B words [step][b0|b1][head][t]
+  static constexpr int kTableBytes = kKeysPerBlock * 4;          // page-table entries (page size 1: one per key)
+  static constexpr int kStepBytes = kKeysPerStep * kRowStride;
+  static constexpr int kRingBytes = kWarps * kStages * kStepBytes;
+  static constexpr int kScaleRingBytes = kWarps * kStages * kKeysPerStep * kScaleBytes;
+  static constexpr int kSmemBytes = kQueryBytes + kTableBytes + kRingBytes + kScaleRingBytes;
+
+  static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64, "head tiles come in pairs (one B ldmatrix)");
+  static_assert(kPieceBytes == 16 || kPieceBytes == 4, "cp.async pieces of 16 or 4 bytes");
+  static_assert(kKSteps == kLdmPerRow * kStepsPerLdm, "the ldmatrix loads cover the 128 dims");
+  static_assert((kRowStride / 16) % 8 == 1, "consecutive ring rows start in consecutive bank quads");
+  static_assert(kKeysPerStep % 16 == 0, "two lanes per key copy 16 keys per pass");
+  static_assert(kKeysPerWarp % kKeysPerStep == 0, "whole steps per warp");
+  static_assert(2 * (kSmemBytes + 1024) <= 228 * 1024, "two blocks per SM (228 KB, 1 KB reserved per block)");
+};
+
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// The 8 words lane t owns of a 128-byte key row (two 16-byte loads where aligned: a slot is
-// 4-byte aligned only, for page sizes 1 and 2).
-__device__ __forceinline__ void load_key_words(const uint8_t* row, int t, unsigned (&w)[8]) {
-  const uint8_t* src = row + 32 * t;
-  if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-    const uint4 lo = reinterpret_cast<const uint4*>(src)[0], hi = reinterpret_cast<const uint4*>(src)[1];
-    w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w, w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
+// Four 8 x 8 b16 matrices from shared memory; lanes 8j..8j+7 give the row addresses of matrix j.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// D += A * B for one m16n8k16 tile, f16 (fp8 cache) or bf16 operands, fp32 accumulators.
+template <bool kF16>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (kF16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = reinterpret_cast<const unsigned*>(src)[i];
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 }
 
-// cp.async of `bytes` (4 or 16) from global to shared; src_bytes = 0 fills zeros instead.
+// e4m3 codes as f16 (exact): a pair of codes (bits 0-15) as an f16x2, and the two pairs of
+// a word as two f16x2 (bytes 0-1 -> lo, 2-3 -> hi). Keys and queries go through the same
+// cvt, so whatever order it gives the two halves of a pair, it is the same on both sides
+// of every product. ptxas makes each cvt one F2FP.F16.E4M3.UNPACK_B (reading .H1 for hi).
+__device__ __forceinline__ unsigned e4m3x2_to_f16x2(uint16_t pair) {
+  unsigned r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(r) : "h"(pair));
+  return r;
+}
+__device__ __forceinline__ void e4m3x4_to_f16x4(unsigned word, unsigned& lo, unsigned& hi) {
+  // The split inside the asm lets ptxas read the high pair as word.H1 (no shift).
+  asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(word));
+}
+
+// cp.async of kBytes (16 or 4) to a shared-memory address; read == false fills zeros. The
+// same instruction as primitives/async_copy.cuh's copy_async, taking the 32-bit shared
+// address the kernel keeps per lane (no generic-to-shared conversion per copy).
 template <int kBytes>
-__device__ __forceinline__ void copy_async(void* dst, const void* src, bool read) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+__device__ __forceinline__ void copy_async_shared(uint32_t dst, const void* src, bool read) {
   const int src_bytes = read ? kBytes : 0;
   if constexpr (kBytes == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
   } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src), "n"(kBytes), "r"(src_bytes));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes), "r"(src_bytes));
   }
 }
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n"); }
-template <int kPending>
-__device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
-template <int kHeads>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
-paged_logits_mma_kernel(const PagedLogitsArgs args) {
-  constexpr int kTiles = kHeads / 16;  // m16 tiles of heads
+// One e4m3 code as a bf16 (exact: 3 mantissa bits, exponents 2^-9..2^8), through f16 and f32.
+__device__ __forceinline__ unsigned e4m3_to_bf16_bits(unsigned code) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  return __float_as_uint(__half2float(__half(h))) >> 16;  // exact: the low 16 bits are zero
+}
+
+// B word (step s, plane 0 = b0 | 1 = b1, lane t) of a query head `q` in its stored form: the
+// pair of dims the header's mapping gives it, in the kernel's operand type (f16 | bf16).
+template <class T>
+__device__ __forceinline__ unsigned query_b_word(const uint8_t* q, StorageFormat q_format, int s, int plane, int t) {
+  if constexpr (T::kFp8) {
+    const int d = 16 * s + 4 * t + 2 * plane;  // bytes d, d + 1 of the e4m3 row
+    return e4m3x2_to_f16x2(*reinterpret_cast<const uint16_t*>(q + d));
+  } else {
+    const int d = 16 * s + 8 * plane + 2 * t;  // bf16 dims d, d + 1; the low half is dim d
+    if (q_format == StorageFormat::kFp8E4m3fn) return e4m3_to_bf16_bits(q[d]) | (e4m3_to_bf16_bits(q[d + 1]) << 16);
+    return *reinterpret_cast<const unsigned*>(q + 2 * d);  // bf16 (or fp4-simulated bf16) as stored
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kWarps * 32, 2) paged_logits_mma_kernel(const PagedLogitsArgs args) {
+  constexpr int kThreads = T::kWarps * 32;
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* const query_words = smem;  // B fragments
+  int32_t* const table = reinterpret_cast<int32_t*>(smem + T::kQueryBytes);
+  uint8_t* const rings = smem + T::kQueryBytes + T::kTableBytes;  // [warp][slot][key][kRowStride]
+  float* const scale_rings = reinterpret_cast<float*>(rings + T::kRingBytes);  // [warp][slot][key]
+
   const int row = blockIdx.y;
   const int b = args.row_seq[row];
-  const int64_t valid = args.row_valid[row];  // keys [0, valid) of sequence b
+  const int valid = args.row_valid[row];  // keys [0, valid) of sequence b; max_context <= 2^30
+  const int max_context = static_cast<int>(args.max_context);
+  const int block_first = static_cast<int>(blockIdx.x) * T::kKeysPerBlock;
+  const int block_end = min(block_first + T::kKeysPerBlock, max_context);
+  float* const out = args.logits + static_cast<int64_t>(row) * args.max_context;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int g = lane / 4, t = lane % 4;  // mma group (row / key) and thread in group
-  float* out = args.logits + static_cast<int64_t>(row) * args.max_context;
-  const int64_t block_first = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
+  const int g = lane / 4, t = lane % 4;
 
-  // A fragments, built once per block into shared memory (every warp reads them all):
-  // q rows h = 16 m + g (regs 0, 2) and h + 8 (regs 1, 3); words 2s, 2s + 1 of the 32
-  // bytes lane t owns. Registers hold only the weights of this lane's rows.
-  __shared__ uint4 a_frag[kTiles][kSteps][32];
-  const uint8_t* q = args.q_values + static_cast<int64_t>(row) * kHeads * kHeadDim;
-  for (int m = warp; m < kTiles; m += kWarps) {
-    unsigned lo[8], hi[8];
-    load_key_words(q + (16 * m + g) * kHeadDim, t, lo);
-    load_key_words(q + (16 * m + g + 8) * kHeadDim, t, hi);
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) a_frag[m][s][lane] = make_uint4(lo[2 * s], hi[2 * s], lo[2 * s + 1], hi[2 * s + 1]);
+  // 1. A block wholly past the row's valid keys only writes -inf.
+  if (block_first >= valid) {
+    for (int s = block_first + static_cast<int>(threadIdx.x); s < block_end; s += kThreads) out[s] = -INFINITY;
+    return;
   }
-  float w_lo[kTiles], w_hi[kTiles];
+
+  // 2. The block's shared inputs: the query as B words ([step][plane][head][t], word i at
+  //    byte 4i), the page-table entries of its valid keys; this lane's head weights.
+  const int q_head_bytes = args.q_format == StorageFormat::kFp8E4m3fn ? 128 : 256;  // e4m3 or bf16 values
+  const uint8_t* const q_row = args.q_values + static_cast<int64_t>(row) * T::kHeads * q_head_bytes;
+  // (Loops of fixed trip count, unrolled: every thread's loads are in flight at once.)
+  static_assert(T::kQueryBytes / 4 % kThreads == 0 && T::kKeysPerBlock % kThreads == 0, "whole rounds");
 #pragma unroll
-  for (int m = 0; m < kTiles; ++m) {
-    w_lo[m] = args.weights[static_cast<int64_t>(row) * kHeads + 16 * m + g];
-    w_hi[m] = args.weights[static_cast<int64_t>(row) * kHeads + 16 * m + g + 8];
+  for (int round = 0; round < T::kQueryBytes / 4 / kThreads; ++round) {
+    const int i = round * kThreads + threadIdx.x;
+    const int tt = i % 4, h = (i / 4) % T::kHeads, plane = (i / (4 * T::kHeads)) % 2, s = i / (8 * T::kHeads);
+    const uint8_t* const q_head = q_row + h * q_head_bytes;
+    reinterpret_cast<unsigned*>(query_words)[i] = query_b_word<T>(q_head, args.q_format, s, plane, tt);
+  }
+  const int shift = __ffs(args.page_size) - 1;  // log2 P (the launcher checks P is a power of two)
+  const int table_first = block_first >> shift;
+  const int table_count = ((min(valid, block_end) - 1) >> shift) - table_first + 1;  // <= kKeysPerBlock
+  const int32_t* const table_row = args.page_tables + static_cast<int64_t>(b) * args.page_table_stride + table_first;
+#pragma unroll
+  for (int round = 0; round < T::kKeysPerBlock / kThreads; ++round) {
+    const int i = round * kThreads + threadIdx.x;
+    if (i < table_count) table[i] = table_row[i];
+  }
+  float w[T::kHeadTiles][2];  // heads 8n + 2t + c: the columns of this lane's accumulators
+#pragma unroll
+  for (int n = 0; n < T::kHeadTiles; ++n) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) w[n][c] = args.weights[static_cast<int64_t>(row) * T::kHeads + 8 * n + 2 * t + c];
   }
   __syncthreads();
 
-  // Each warp streams its steps of 16 keys (step i: keys block_first + (i kWarps + warp) 16
-  // + [0, 16)) through its own ring of kStages slots: lane (g, t) copies its 32 bytes of
-  // keys g and 8 + g, lanes t = 0 their scales; masked keys are zero-filled.
-  constexpr int kValueBytes = 128, kScaleBytes = 4;
-  constexpr int kWarpSteps = kKeysPerBlock / (kWarps * kKeysPerWarpStep);
-  __shared__ __align__(16) uint8_t ring[kWarps][kStages][kKeysPerWarpStep][kRowStride];
-  __shared__ float ring_scale[kWarps][kStages][kKeysPerWarpStep];
-  const auto step_first = [&](int i) { return block_first + (static_cast<int64_t>(i) * kWarps + warp) * kKeysPerWarpStep; };
+  // 3. This warp's steps: step i holds keys step_first(i) + [0, kKeysPerStep) and lives in
+  //    ring slot i % kStages. Lanes 2k and 2k + 1 copy key k of a pass (16 keys): the 16
+  //    bytes at 32j and 32j + 16 (whole 32-byte sectors per instruction; in 4-byte pieces
+  //    when kPieceBytes is 4); keys past
+  //    `valid` are zero-filled (from the slot of key valid - 1: a valid address that is not
+  //    read), and steps wholly past it copy nothing.
+  const int step_stride = T::kWarps * T::kKeysPerStep;
+  const int warp_first = block_first + warp * T::kKeysPerStep;
+  const auto step_first = [&](int i) { return warp_first + i * step_stride; };
+  const int pass_key = lane / 2, half = lane % 2;
+  const uint32_t ring = smem_address(rings + warp * T::kStages * T::kStepBytes);
+  const uint32_t dst_lane = ring + pass_key * T::kRowStride + 16 * half;
+  const uint32_t scale_lane = smem_address(scale_rings + warp * T::kStages * T::kKeysPerStep + pass_key);
+  const uint32_t page_bytes = static_cast<uint32_t>(args.page_size) * (T::kRowBytes + T::kScaleBytes);
+  const uint32_t scale_region = static_cast<uint32_t>(args.page_size) * T::kRowBytes;
+  const int offset_mask = args.page_size - 1;
   const auto issue = [&](int i) {
-    if (i < kWarpSteps) {
-      const int stage = i % kStages;
+    if (i < T::kWarpSteps && step_first(i) < valid) {
+      constexpr int kPasses = T::kKeysPerStep / 16;
+      const int slot = i % T::kStages;
+      // Addresses first, then the copies back to back (ptxas pads each run of cp.async).
+      const uint8_t* src[kPasses];
+      const uint8_t* scale[kPasses];
+      bool read[kPasses];
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        const int key = 8 * n + g;
-        const int64_t s = step_first(i) + key;
-        const bool read = s < valid;
-        const uint8_t* src = args.cache;  // any valid address when nothing is read
-        const uint8_t* scale = args.cache;
-        if (read) {
-          const PageSlot slot = page_slot(s, args.page_size);
-          const int64_t page = args.page_tables[b * args.page_table_stride + slot.table_index];
-          const int offset = slot.offset;
-          const uint8_t* base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
-          src = base + offset * kValueBytes + 32 * t;
-          scale = base + args.page_size * kValueBytes + offset * kScaleBytes;
-        }
-        uint8_t* dst = &ring[warp][stage][key][32 * t];
-        if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-          copy_async<16>(dst, src, read);
-          copy_async<16>(dst + 16, src + 16, read);
-        } else {  // a 4-byte-aligned slot (page sizes 1 and 2)
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int s = step_first(i) + 16 * pass + pass_key;
+        read[pass] = s < valid;
+        const int slot_key = min(s, valid - 1);  // page-table entries are staged for valid keys only
+        const uint32_t page = static_cast<uint32_t>(table[(slot_key >> shift) - table_first]);
+        const uint32_t offset = static_cast<uint32_t>(slot_key & offset_mask);
+        const uint8_t* const page_base = args.cache + static_cast<uint64_t>(page) * page_bytes;
+        src[pass] = page_base + (offset * T::kRowBytes + 16 * half);
+        scale[pass] = page_base + (scale_region + offset * T::kScaleBytes);
+      }
 #pragma unroll
-          for (int w = 0; w < 8; ++w) copy_async<4>(dst + 4 * w, src + 4 * w, read);
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const uint32_t dst = dst_lane + slot * T::kStepBytes + 16 * pass * T::kRowStride;
+#pragma unroll
+        for (int j = 0; j < T::kRowBytes / 32; ++j) {
+#pragma unroll
+          for (int k = 0; k < 16 / T::kPieceBytes; ++k) {
+            const int at = 32 * j + T::kPieceBytes * k;
+            copy_async_shared<T::kPieceBytes>(dst + at, src[pass] + at, read[pass]);
+          }
         }
-        if (t == 0) copy_async<4>(&ring_scale[warp][stage][key], scale, read);
+      }
+      if constexpr (T::kFp8) {  // one copy for the 32 scales: lane (k, half) takes key 16 half + k
+        static_assert(kPasses == 2, "two passes: one per half");
+        copy_async_shared<4>(scale_lane + 4 * (slot * T::kKeysPerStep + 16 * half), half ? scale[1] : scale[0],
+                             half ? read[1] : read[0]);
       }
     }
-    commit_async();  // an empty group past the end keeps the group count uniform
+    commit_async();  // an empty group keeps the group count uniform
   };
+
+  // Per-lane parts of the ldmatrix addresses (see the header): A row 16m + (lane & 7) +
+  // 8 ((lane >> 3) & 1), byte 16 (lane >> 4) + 32c; B word row (plane (lane >> 3) & 1,
+  // head 8 (2p + (lane >> 4)) + (lane & 7)) of step s.
+  const uint32_t a_lane = ring + ((lane & 7) + 8 * ((lane >> 3) & 1)) * T::kRowStride + 16 * (lane >> 4);
+  const uint32_t b_lane =
+      smem_address(query_words) + (((lane >> 3) & 1) * T::kHeads + 8 * (lane >> 4) + (lane & 7)) * 16;
+  // The key this lane stores after the quad reduction (see there), and where.
+  constexpr int kValues = 2 * T::kKeyTiles;  // per lane: keys g and g + 8 of each key tile
+  const int store_key = 16 * (t % kValues / 2) + 8 * (t % 2) + g;
+  const bool stores = t < kValues;
+  float* const out_lane = out + warp_first + store_key;
+  const float* const scale_store = scale_rings + warp * T::kStages * T::kKeysPerStep + store_key;
+
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) issue(i);
+  for (int i = 0; i < T::kStages - 1; ++i) issue(i);
 
 #pragma unroll 1
-  for (int i = 0; i < kWarpSteps; ++i) {
-    const int64_t first = step_first(i);
-    if (first >= args.max_context) break;  // uniform per warp; later steps start later still
-    issue(i + kStages - 1);
-    wait_async<kStages - 1>();  // step i's group has landed
+  for (int i = 0; i < T::kWarpSteps; ++i) {
+    const int first = step_first(i);
+    if (first >= max_context) break;  // uniform per warp; later steps start later still
+    issue(i + T::kStages - 1);
+    wait_async<T::kStages - 1>();  // step i's group has landed
     __syncwarp();
-    const int stage = i % kStages;
-    unsigned k[2][8];
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      const uint4 lo = *reinterpret_cast<const uint4*>(&ring[warp][stage][8 * n + g][32 * t]);
-      const uint4 hi = *reinterpret_cast<const uint4*>(&ring[warp][stage][8 * n + g][32 * t + 16]);
-      k[n][0] = lo.x, k[n][1] = lo.y, k[n][2] = lo.z, k[n][3] = lo.w;
-      k[n][4] = hi.x, k[n][5] = hi.y, k[n][6] = hi.z, k[n][7] = hi.w;
-    }
-    float partial[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // [tile][column 2t + c]
-#pragma unroll
-    for (int m = 0; m < kTiles; ++m) {
-      float d[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) {
-        const uint4 a4 = a_frag[m][s][lane];
-        const unsigned a[4] = {a4.x, a4.y, a4.z, a4.w};
-#pragma unroll
-        for (int n = 0; n < 2; ++n) mma_e4m3(d[n], a, k[n][2 * s], k[n][2 * s + 1]);
+    const int slot = i % T::kStages;
+
+    if (first >= valid) {  // a wholly masked step
+      for (int key = lane; key < T::kKeysPerStep; key += 32) {
+        if (first + key < max_context) out[first + key] = -INFINITY;
       }
-      // d[n][0], d[n][1]: head 16m + g, keys 2t, 2t + 1 of tile n; d[n][2], d[n][3]: head + 8
+      continue;  // the slot was not written: no __syncwarp needed before it is refilled
+    }
+
+    // Dots: acc[m][n] = keys 16m.. x heads 8n.. over the 8 steps.
+    float acc[T::kKeyTiles][T::kHeadTiles][4];
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
+    for (int m = 0; m < T::kKeyTiles; ++m) {
+#pragma unroll
+      for (int n = 0; n < T::kHeadTiles; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+    }
+    const uint32_t a_step = a_lane + slot * T::kStepBytes;
+#pragma unroll
+    for (int c = 0; c < T::kLdmPerRow; ++c) {
+      unsigned raw[T::kKeyTiles][4];
+#pragma unroll
+      for (int m = 0; m < T::kKeyTiles; ++m) ldmatrix_x4(raw[m], a_step + m * 16 * T::kRowStride + 32 * c);
+#pragma unroll
+      for (int e = 0; e < T::kStepsPerLdm; ++e) {
+        const int s = c * T::kStepsPerLdm + e;
+        unsigned a[T::kKeyTiles][4];
+#pragma unroll
+        for (int m = 0; m < T::kKeyTiles; ++m) {
+          if constexpr (T::kFp8) {  // regs 2e (keys g) and 2e + 1 (keys g + 8) hold step s
+            e4m3x4_to_f16x4(raw[m][2 * e], a[m][0], a[m][2]);
+            e4m3x4_to_f16x4(raw[m][2 * e + 1], a[m][1], a[m][3]);
+          } else {
+            a[m][0] = raw[m][0], a[m][1] = raw[m][1], a[m][2] = raw[m][2], a[m][3] = raw[m][3];
+          }
+        }
+#pragma unroll
+        for (int p = 0; p < T::kHeadTiles / 2; ++p) {
+          unsigned bw[4];  // b0, b1 of head tile 2p, then of 2p + 1
+          ldmatrix_x4(bw, b_lane + (s * 2 * T::kHeads + 16 * p) * 16);
+#pragma unroll
+          for (int m = 0; m < T::kKeyTiles; ++m) {
+            mma_16816<T::kFp8>(acc[m][2 * p], a[m], bw[0], bw[1]);
+            mma_16816<T::kFp8>(acc[m][2 * p + 1], a[m], bw[2], bw[3]);
+          }
+        }
+      }
+    }
+
+    // Epilogue: ReLU, times the head weight into a running sum over the lane's heads:
+    // v[2m] for key 16m + g, v[2m + 1] for key 16m + 8 + g.
+    float v[kValues];
+#pragma unroll
+    for (int m = 0; m < T::kKeyTiles; ++m) {
+      v[2 * m] = 0.0f, v[2 * m + 1] = 0.0f;
+#pragma unroll
+      for (int n = 0; n < T::kHeadTiles; ++n) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          partial[n][c] = __fadd_rn(partial[n][c], __fmul_rn(fmaxf(d[n][c], 0.0f), w_lo[m]));
-          partial[n][c] = __fadd_rn(partial[n][c], __fmul_rn(fmaxf(d[n][2 + c], 0.0f), w_hi[m]));
+          v[2 * m] = __fmaf_rn(fmaxf(acc[m][n][c], 0.0f), w[n][c], v[2 * m]);  // fmaxf(NaN, 0) = 0, as score.cc
+          v[2 * m + 1] = __fmaf_rn(fmaxf(acc[m][n][2 + c], 0.0f), w[n][c], v[2 * m + 1]);
         }
       }
     }
-    // Sum over the 8 groups g (lanes with the same t): xor 4, 8, 16.
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-#pragma unroll
-        for (int mask = 4; mask < 32; mask *= 2) {
-          partial[n][c] = __fadd_rn(partial[n][c], __shfl_xor_sync(kFullMask, partial[n][c], mask));
-        }
-      }
+    // Sum over the quad (lanes t = 0..3 hold the same keys, different heads), scattering
+    // the sums: afterwards lane t holds the total of v[t % kValues], formed from the lanes'
+    // partial sums p_t as (p0 + p2) + (p1 + p3) (kValues 4) or (p0 + p1) + (p2 + p3)
+    // (kValues 2; lanes t and t ^ 2 add the same two pairs: fadd is commutative).
+    float sum;
+    if constexpr (kValues == 4) {
+      const bool up2 = t & 2, up1 = t & 1;
+      const float keep0 = up2 ? v[2] : v[0], keep1 = up2 ? v[3] : v[1];
+      const float give0 = up2 ? v[0] : v[2], give1 = up2 ? v[1] : v[3];
+      const float pair0 = __fadd_rn(keep0, __shfl_xor_sync(kFullMask, give0, 2));
+      const float pair1 = __fadd_rn(keep1, __shfl_xor_sync(kFullMask, give1, 2));
+      sum = __fadd_rn(up1 ? pair1 : pair0, __shfl_xor_sync(kFullMask, up1 ? pair0 : pair1, 1));
+    } else {
+      const bool up1 = t & 1;
+      const float pair = __fadd_rn(up1 ? v[1] : v[0], __shfl_xor_sync(kFullMask, up1 ? v[0] : v[1], 1));
+      sum = __fadd_rn(pair, __shfl_xor_sync(kFullMask, pair, 2));
     }
-    // Lanes g = 0 store keys 8n + 2t + c.
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int key = 8 * n + 2 * t + c;
-        const int64_t s = first + key;
-        if (g == 0 && s < args.max_context) {
-          out[s] = s < valid ? __fmul_rn(partial[n][c], ring_scale[warp][stage][key]) : -INFINITY;
-        }
-      }
+    // Lane (g, t < kValues) stores key store_key = 16 (t / 2) + 8 (t % 2) + g: every key of
+    // the step once.
+    const int s = first + store_key;
+    if (stores && s < max_context) {
+      if constexpr (T::kFp8) sum = __fmul_rn(sum, scale_store[slot * T::kKeysPerStep]);
+      out_lane[i * step_stride] = s < valid ? sum : -INFINITY;
     }
-    __syncwarp();  // the slot is refilled by the next step's issue
+    __syncwarp();  // the slot is refilled by a later step's issue
   }
   wait_async<0>();  // nothing may be in flight into shared memory at exit
+}
+
+const char* format_name(StorageFormat f) {
+  switch (f) {
+    case StorageFormat::kNone: return "none";
+    case StorageFormat::kFp32: return "fp32";
+    case StorageFormat::kBf16: return "bf16";
+    case StorageFormat::kFp8E4m3fn: return "fp8 e4m3fn";
+    case StorageFormat::kFp4E2m1: return "fp4 e2m1";
+    case StorageFormat::kFp4SimulatedBf16: return "fp4-simulated bf16";
+  }
+  return "unknown";
+}
+
+template <StorageFormat kKeyFormat, int kHeads, int kPiece>
+void launch_instance(const PagedLogitsArgs& args) {
+  using T = MmaTraits<kKeyFormat, kHeads, kPiece>;
+  const auto kernel = paged_logits_mma_kernel<T>;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
+             "paged_logits_mma_kernel shared memory size");
+  const dim3 grid(static_cast<unsigned>((args.max_context + T::kKeysPerBlock - 1) / T::kKeysPerBlock),
+                  static_cast<unsigned>(args.rows));
+  kernel<<<grid, T::kWarps * 32, T::kSmemBytes>>>(args);
+}
+
+template <StorageFormat kKeyFormat, int kPiece>
+void launch_format(const PagedLogitsArgs& args) {
+  switch (args.num_heads) {
+    case 16: return launch_instance<kKeyFormat, 16, kPiece>(args);
+    case 32: return launch_instance<kKeyFormat, 32, kPiece>(args);
+    case 64: return launch_instance<kKeyFormat, 64, kPiece>(args);
+    default: break;
+  }
+  throw_bad_input("paged_logits (fast): num_heads must be 16, 32 or 64, not " + std::to_string(args.num_heads));
 }
 
 }  // namespace
 
 void launch_paged_logits_fast(const PagedLogitsArgs& args) {
-  if (args.k_format != ref::StorageFormat::kFp8E4m3fn || args.q_format != ref::StorageFormat::kFp8E4m3fn) {
-    throw_bad_input("paged_logits (fast): the tensor-core kernel takes an fp8 cache and fp8 queries; "
-                    "use the exact-order kernel for other formats");
+  const StorageFormat k = args.k_format, q = args.q_format;
+  const bool fp8_cache = k == StorageFormat::kFp8E4m3fn;
+  // fp4-simulated bf16 is stored as bf16 values (256 B/token, no scale): the same kernel.
+  const bool bf16_cache = k == StorageFormat::kBf16 || k == StorageFormat::kFp4SimulatedBf16;
+  if (!fp8_cache && !bf16_cache) {
+    throw_bad_input(std::string("paged_logits (fast): the tensor-core kernel reads fp8 or bf16 caches, not ") +
+                    format_name(k) + "; use the exact-order kernel");
+  }
+  if (fp8_cache && q != StorageFormat::kFp8E4m3fn) {
+    throw_bad_input(std::string("paged_logits (fast): an fp8 cache takes fp8 queries, not ") + format_name(q) +
+                    "; use the exact-order kernel");
+  }
+  const bool q_is_bf16 = q == StorageFormat::kBf16 || q == StorageFormat::kFp4SimulatedBf16;  // bf16 values as stored
+  if (bf16_cache && q != StorageFormat::kFp8E4m3fn && !q_is_bf16) {
+    throw_bad_input(std::string("paged_logits (fast): bf16 tensor cores multiply bf16 values, and ") + format_name(q) +
+                    " queries are not all bf16 values (fp8 and bf16 queries are); use the exact-order kernel");
   }
   if (args.accum != ref::ScoreAccum::kFp32) throw_bad_input("paged_logits (fast): fp32 accumulation only");
   if (args.rows < 1 || args.rows > 65535) throw_bad_input("paged_logits (fast): rows must be in [1, 65535]");
@@ -233,13 +498,16 @@ void launch_paged_logits_fast(const PagedLogitsArgs& args) {
   if (args.max_context < 1 || args.max_context > (int64_t{1} << 30)) {
     throw_bad_input("paged_logits (fast): max_context out of range");
   }
-  const dim3 grid(static_cast<unsigned>((args.max_context + kKeysPerBlock - 1) / kKeysPerBlock),
-                  static_cast<unsigned>(args.rows));
-  switch (args.num_heads) {
-    case 16: paged_logits_mma_kernel<16><<<grid, kWarps * 32>>>(args); break;
-    case 32: paged_logits_mma_kernel<32><<<grid, kWarps * 32>>>(args); break;
-    case 64: paged_logits_mma_kernel<64><<<grid, kWarps * 32>>>(args); break;
-    default: throw_bad_input("paged_logits (fast): num_heads must be 16, 32 or 64");
+  // Keys are copied in 4- or 16-byte pieces and query words read 2 or 4 bytes at a time.
+  if (reinterpret_cast<uintptr_t>(args.cache) % 4 != 0 || reinterpret_cast<uintptr_t>(args.q_values) % 4 != 0) {
+    throw_bad_input("paged_logits (fast): the cache and the query values must be 4-byte aligned");
+  }
+  // Whole 16-byte pieces when every key row is 16-byte aligned (MmaTraits).
+  const bool wide = reinterpret_cast<uintptr_t>(args.cache) % 16 == 0 && (!fp8_cache || args.page_size >= 4);
+  if (fp8_cache) {
+    wide ? launch_format<StorageFormat::kFp8E4m3fn, 16>(args) : launch_format<StorageFormat::kFp8E4m3fn, 4>(args);
+  } else {
+    wide ? launch_format<StorageFormat::kBf16, 16>(args) : launch_format<StorageFormat::kBf16, 4>(args);
   }
   check_cuda(cudaGetLastError(), "paged_logits_mma_kernel launch");
 }

@@ -5,6 +5,9 @@
 # and the PyTorch baselines. Writes bench/results-style files named
 # <date>-<gpu>-* into $OUT (or bench/results/ when OUT is unset) and prints a summary.
 #   scripts/gpu_check.sh [BUILD_DIR]
+# DSAF_GPU_TESTS_ONLY=1: build only, no CTest (the CPU tests run in CI, the exhaustive
+# selftest alone takes minutes; the GPU test binaries run below either way), to fit one
+# 10-minute device call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
@@ -12,8 +15,13 @@ out=${OUT:-bench/results}
 mkdir -p "$out"
 stamp="$(date +%Y-%m-%d)-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')"
 export PATH=/usr/local/cuda/bin:$PATH
-scripts/gpu_host.sh "$build" > "$out/$stamp-build-and-ctest.log" 2>&1
-echo "ctest (all labels): $(grep -E 'tests passed|tests failed' "$out/$stamp-build-and-ctest.log")"
+if [ "${DSAF_GPU_TESTS_ONLY:-0}" = 1 ]; then
+  scripts/gpu_host.sh "$build" all > "$out/$stamp-build-and-ctest.log" 2>&1
+  echo "build: exit $?"
+else
+  scripts/gpu_host.sh "$build" > "$out/$stamp-build-and-ctest.log" 2>&1
+fi
+echo "ctest: $(grep -E 'tests passed|tests failed' "$out/$stamp-build-and-ctest.log")"
 grep -E '^\s+[0-9]+ - .*\((Failed|Not Run|Timeout)\)' "$out/$stamp-build-and-ctest.log" | head -20
 export LD_LIBRARY_PATH=/tmp/dsaf-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 
@@ -32,7 +40,7 @@ for tool in memcheck racecheck; do
     > "$out/$stamp-sanitizer-$tool.log" 2>&1
   echo "compute-sanitizer $tool (key/query): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-$tool.log" | tail -1))"
   compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/paged_logits_gpu_test" \
-    --gtest_filter='*sglang_v4_fp8*' > "$out/$stamp-sanitizer-logits-$tool.log" 2>&1
+    --gtest_filter='*sglang_v4_fp8*:*sglang_v4_bf16*' > "$out/$stamp-sanitizer-logits-$tool.log" 2>&1
   echo "compute-sanitizer $tool (paged logits): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-logits-$tool.log" | tail -1))"
 done
 
@@ -61,3 +69,18 @@ grep -E '^== |^exit|MISMATCH|explained|paged logits|top-K' "$verify" | head -80
 for py in torch_key_path torch_paged_logits torch_topk; do
   python3 "bench/$py.py" > "$out/$stamp-$py.json" && cat "$out/$stamp-$py.json"
 done
+
+# Where the default key kernel (sglang-v4-fp8, pinned, 1 lane per head) spends its time.
+ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:StorageFormatE3ELi1ENS0_15SglangV4" \
+  --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+  --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats \
+  "$build/bench/key_store_bench" /tmp/ncu-key.json sglang-v4-fp8 > "$out/$stamp-ncu-key-store-fp8-lanes1.txt" 2>&1
+echo "ncu key store exit $?"
+grep -E "Duration|Executed Instructions  |Issue Slots Busy|Achieved Occupancy|DRAM Throughput|L1/TEX Cache|L2 Cache Throughput" \
+  "$out/$stamp-ncu-key-store-fp8-lanes1.txt" | head -10
+
+# One table of every kernel against the copy bandwidth and PyTorch eager.
+python3 bench/make_table.py --key-store "$out/$stamp-key-store-bench.json" \
+  --paged-logits "$out/$stamp-paged-logits-bench.json" --topk "$out/$stamp-topk-bench.json" \
+  --torch-key-path "$out/$stamp-torch_key_path.json" --torch-paged-logits "$out/$stamp-torch_paged_logits.json" \
+  --torch-topk "$out/$stamp-torch_topk.json" -o "$out/$stamp-table.md" && cat "$out/$stamp-table.md"

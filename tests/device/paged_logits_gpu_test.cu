@@ -3,6 +3,9 @@
 // random ragged batches (1-4 sequences; decode with 1-4 queries each, or causal prefill
 // rows at random positions), shuffled page tables with gaps,
 // every page size 1..256, head counts 8..64, and every preset's formats and accumulation.
+// On the same batches, the tensor-core kernel (device/paged_logits_mma.cu) against the
+// bound derived in its header, on every score, for every preset it takes (fp8 cache with
+// fp8 queries, bf16 cache with fp8 or bf16 queries; fp32 accumulation; 16-64 heads).
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -28,6 +31,28 @@ uint32_t bits_of(float v) {
   return u;
 }
 
+bool is_bf16_storage(ref::StorageFormat f) {
+  return f == ref::StorageFormat::kBf16 || f == ref::StorageFormat::kFp4SimulatedBf16;
+}
+
+// Whether launch_paged_logits_fast takes the recipe (its launcher's checks).
+bool fast_kernel_takes(const ref::Recipe& r) {
+  const ref::StorageFormat k = r.key_quant.format, q = r.query_quant.format;
+  if (r.score != ref::ScoreAccum::kFp32) return false;
+  if (k == ref::StorageFormat::kFp8E4m3fn) return q == ref::StorageFormat::kFp8E4m3fn;
+  return is_bf16_storage(k) && (q == ref::StorageFormat::kFp8E4m3fn || is_bf16_storage(q));
+}
+
+// paged_logits_mma.cu's bound on |fast - exact| for one score, with
+// W = sum_h |w_h| M_h, M_h = sum_d |q_hd k_d|:
+//   k_scale * (E * W + (H + 4) * 2^-24 * W),  E = 4 x 34 x 2^-12 (fp8 cache), 200 x 2^-23 (bf16)
+// (the header derives 132 x 2^-12 and 192 x 2^-23; the rest absorbs second-order terms).
+double fast_kernel_bound(ref::StorageFormat k_format, int heads, double k_scale, double weighted_m) {
+  const bool fp8 = k_format == ref::StorageFormat::kFp8E4m3fn;
+  const double dot = fp8 ? 4 * 34 * std::ldexp(1.0, -12) : 200 * std::ldexp(1.0, -23);
+  return k_scale * (dot * weighted_m + (heads + 4) * std::ldexp(weighted_m, -24));
+}
+
 class PagedLogitsGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
@@ -44,9 +69,7 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
   const int head_counts[] = {8, 16, 32, 64};
 
   int64_t rows_checked = 0, scores_checked = 0, masked_checked = 0, nan_scores = 0;
-  // The fast kernel exists for fp8 caches with fp8 queries and fp32 accumulation.
-  const bool fast = recipe.key_quant.format == ref::StorageFormat::kFp8E4m3fn &&
-                    recipe.query_quant.format == ref::StorageFormat::kFp8E4m3fn && recipe.score == ref::ScoreAccum::kFp32;
+  const bool fast = fast_kernel_takes(recipe);
   int64_t fast_checked = 0, fast_equal = 0;
   double worst_fraction = 0.0;
   for (int batch_index = 0; rows_checked < 1300; ++batch_index) {
@@ -159,7 +182,6 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
             ASSERT_TRUE(std::isinf(got) && got < 0) << "fast kernel: masked key " << s << " of row " << r << " is " << got;
             continue;
           }
-          // paged_logits_mma.cu's bound: k_scale * (sum_h |w_h| 4*34*2^-12 M_h + (H+2) 2^-24 T)
           const ref::StoredHead& key = keys[seq][s];
           double weighted_m = 0.0;
           for (int h = 0; h < H; ++h) {
@@ -167,7 +189,7 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
             for (int d = 0; d < kHeadDim; ++d) m += std::fabs(q.heads[h].dot_values[d] * key.dot_values[d]);
             weighted_m += std::fabs(q.weights[h]) * m;
           }
-          const double bound = key.dot_scale * (4 * 34 * std::ldexp(weighted_m, -12) + (H + 2) * std::ldexp(weighted_m, -24));
+          const double bound = fast_kernel_bound(recipe.key_quant.format, H, key.dot_scale, weighted_m);
           const double error = std::fabs(static_cast<double>(got) - exact[s]);
           ASSERT_LE(error, bound) << recipe.name << " fast kernel, batch " << batch_index << " row " << r << " key " << s
                                   << ": " << got << " vs exact " << exact[s];
@@ -200,11 +222,12 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
       ++rows_checked;
     }
   }
+  if (fast) EXPECT_GT(fast_checked, 0) << recipe.name << ": the tensor-core kernel was never checked";
   if (fast_checked > 0) {
-    std::printf("[ %s ] fast (fp8 MMA) paged logits: %lld scores within the derived bound; largest error %.3g of its "
-                "bound, %lld scores bit-equal to the exact-order kernel\n",
-                recipe.name.c_str(), static_cast<long long>(fast_checked), worst_fraction,
-                static_cast<long long>(fast_equal));
+    std::printf("[ %s ] fast (%s tensor-core) paged logits: %lld scores within the derived bound; largest error "
+                "%.3g of its bound, %lld scores bit-equal to the exact-order kernel\n",
+                recipe.name.c_str(), recipe.key_quant.format == ref::StorageFormat::kFp8E4m3fn ? "fp8" : "bf16",
+                static_cast<long long>(fast_checked), worst_fraction, static_cast<long long>(fast_equal));
   }
   std::printf("[ %s ] paged logits: %lld query rows, %lld scores bit-equal, %lld masked keys -inf, %lld NaN scores\n",
               recipe.name.c_str(), static_cast<long long>(rows_checked), static_cast<long long>(scores_checked),
@@ -212,8 +235,8 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
 }
 
 // Both kernels are deterministic by construction (fixed orders, no atomics): 20 reruns of
-// a decode batch (8 sequences x 2 queries, 64 heads, 20K context, fp8 cache) give the same
-// bits every time.
+// a decode batch (8 sequences x 2 queries, 64 heads, 20K context, fp8 queries; fp8 and
+// bf16 caches) give the same bits every time.
 TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
   DSAF_REQUIRE_GPU();
   std::mt19937 rng(11);
@@ -221,14 +244,6 @@ TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
   const int64_t kContext = 20000, kPagesPerSeq = (kContext + kPage - 1) / kPage;
   std::uniform_int_distribution<int> byte(0, 255);
   const auto fp8_code = [&] { const int c = byte(rng); return static_cast<uint8_t>((c & 0x7F) == 0x7F ? c - 1 : c); };
-  std::vector<uint8_t> cache(kSeqs * kPagesPerSeq * kPage * 132);
-  for (size_t i = 0; i < cache.size(); ++i) cache[i] = fp8_code();
-  for (int64_t p = 0; p < kSeqs * kPagesPerSeq; ++p) {  // positive scales
-    for (int t = 0; t < kPage; ++t) {
-      const float scale = 0.01f * (1 + t);
-      std::memcpy(cache.data() + (p * kPage) * 132 + kPage * 128 + 4 * t, &scale, 4);
-    }
-  }
   std::vector<int32_t> tables(kSeqs * kPagesPerSeq);
   std::iota(tables.begin(), tables.end(), 0);
   std::shuffle(tables.begin(), tables.end(), rng);
@@ -238,34 +253,84 @@ TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
   std::vector<float> weights(rows.seq.size() * kHeads);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& w : weights) w = normal(rng);
-  DeviceBuffer<uint8_t> d_cache(cache), d_q(q);
+  DeviceBuffer<uint8_t> d_q(q);
   DeviceBuffer<float> d_w(weights), d_logits(rows.seq.size() * kContext);
   DeviceBuffer<int32_t> d_tables(tables), d_seq(rows.seq), d_valid(rows.valid);
-  dev::PagedLogitsArgs a;
-  a.q_values = d_q.get();
-  a.q_scales = d_q.get();
-  a.weights = d_w.get();
-  a.rows = static_cast<int>(rows.seq.size());
-  a.num_heads = kHeads;
-  a.row_seq = d_seq.get();
-  a.row_valid = d_valid.get();
-  a.cache = d_cache.get();
-  a.page_size = kPage;
-  a.page_tables = d_tables.get();
-  a.page_table_stride = kPagesPerSeq;
-  a.max_context = kContext;
-  a.logits = d_logits.get();
-  for (const bool fast : {false, true}) {
-    std::vector<float> first;
-    for (int run = 0; run < 20; ++run) {
-      fast ? dev::launch_paged_logits_fast(a) : dev::launch_paged_logits(a);
-      const std::vector<float> got = d_logits.download();
-      if (run == 0) {
-        first = got;
-        continue;
+  for (const ref::StorageFormat format : {ref::StorageFormat::kFp8E4m3fn, ref::StorageFormat::kBf16}) {
+    const bool fp8 = format == ref::StorageFormat::kFp8E4m3fn;
+    const int token_bytes = fp8 ? 132 : 256;
+    std::vector<uint8_t> cache(kSeqs * kPagesPerSeq * kPage * token_bytes);
+    for (int64_t p = 0; p < kSeqs * kPagesPerSeq; ++p) {
+      uint8_t* page = cache.data() + p * kPage * token_bytes;
+      if (fp8) {
+        for (int i = 0; i < kPage * 128; ++i) page[i] = fp8_code();
+        for (int t = 0; t < kPage; ++t) {  // positive scales
+          const float scale = 0.01f * (1 + t);
+          std::memcpy(page + kPage * 128 + 4 * t, &scale, 4);
+        }
+      } else {  // bf16 values of either sign, magnitude 2^-3 .. 2
+        for (int i = 0; i < kPage * 128; ++i) {
+          const uint16_t v = static_cast<uint16_t>((byte(rng) & 0x80) << 8 | (0x3E00 + (byte(rng) << 1)));
+          std::memcpy(page + 2 * i, &v, 2);
+        }
       }
-      ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * 4))
-          << (fast ? "fast" : "exact-order") << " kernel, run " << run << " differs from run 0";
+    }
+    DeviceBuffer<uint8_t> d_cache(cache);
+    dev::PagedLogitsArgs a;
+    a.q_values = d_q.get();
+    a.q_scales = d_q.get();
+    a.weights = d_w.get();
+    a.k_format = format;
+    a.rows = static_cast<int>(rows.seq.size());
+    a.num_heads = kHeads;
+    a.row_seq = d_seq.get();
+    a.row_valid = d_valid.get();
+    a.cache = d_cache.get();
+    a.page_size = kPage;
+    a.page_tables = d_tables.get();
+    a.page_table_stride = kPagesPerSeq;
+    a.max_context = kContext;
+    a.logits = d_logits.get();
+    for (const bool fast : {false, true}) {
+      std::vector<float> first;
+      for (int run = 0; run < 20; ++run) {
+        fast ? dev::launch_paged_logits_fast(a) : dev::launch_paged_logits(a);
+        const std::vector<float> got = d_logits.download();
+        if (run == 0) {
+          first = got;
+          continue;
+        }
+        ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * 4))
+            << (fp8 ? "fp8" : "bf16") << " cache, " << (fast ? "fast" : "exact-order") << " kernel, run " << run
+            << " differs from run 0";
+      }
+    }
+  }
+}
+
+// The tensor-core kernel takes only what its operand types hold exactly; everything else is
+// bad input, named in the message, before any CUDA call (no GPU needed).
+TEST(PagedLogitsFast, RejectsFormatsItCannotMultiplyExactly) {
+  using F = ref::StorageFormat;
+  const struct {
+    F k, q;
+    const char* named;
+  } rejected[] = {{F::kBf16, F::kFp32, "fp32"},     {F::kBf16, F::kFp4E2m1, "fp4 e2m1"},
+                  {F::kFp8E4m3fn, F::kBf16, "bf16"}, {F::kFp8E4m3fn, F::kFp32, "fp32"},
+                  {F::kFp4E2m1, F::kFp4E2m1, "fp4"}, {F::kFp32, F::kFp8E4m3fn, "fp32"}};
+  for (const auto& c : rejected) {
+    dev::PagedLogitsArgs a;
+    a.k_format = c.k;
+    a.q_format = c.q;
+    a.rows = 1;
+    a.max_context = 1;
+    try {
+      dev::launch_paged_logits_fast(a);
+      ADD_FAILURE() << "accepted k " << static_cast<int>(c.k) << ", q " << static_cast<int>(c.q);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      EXPECT_NE(std::string(e.what()).find(c.named), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("exact-order kernel"), std::string::npos) << e.what();
     }
   }
 }

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""bench/make_table.py on the committed H200 results of runs 11 and 12 (bench/results/):
+the table has one row for every kernel case of every input file (a later file's rerun of a
+case replaces the earlier one), its numbers are the files' numbers, and a missing input is
+a usage error (exit 2). Standard library only; runs under pytest or alone."""
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+SCRIPT = os.path.join(ROOT, "bench", "make_table.py")
+RESULTS = os.path.join(ROOT, "bench", "results")
+P = "2026-11-30-NVIDIA-H200-"
+INPUTS = {
+    "--key-store": [P + "run11-key-store-bench.json", P + "run12-key-store-bench.json",
+                    P + "run12-key-store-bench-bf16.json"],
+    "--paged-logits": [P + "run11-paged-logits-bench.json", P + "run12-paged-logits-bench.json"],
+    "--topk": [P + "run11-topk-bench.json", P + "run12-topk-bench.json"],
+    "--torch-key-path": [P + "run11-torch_key_path.json"],
+    "--torch-paged-logits": [P + "run11-torch_paged_logits.json"],
+    "--torch-topk": [P + "run11-torch_topk.json"],
+}
+
+
+def run(args):
+    return subprocess.run([sys.executable, SCRIPT] + args, capture_output=True, text=True)
+
+
+def table_rows(markdown):
+    """{(operation, case, kernel): cells} of the table's body rows."""
+    rows = {}
+    for line in markdown.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 9 or cells[0] in ("Operation",) or set(cells[0]) <= set("-:"):
+            continue
+        key = tuple(cells[:3])
+        assert key not in rows, f"row {key} appears twice"
+        rows[key] = cells
+    return rows
+
+
+def cases(option):
+    """The cases of the input files of one benchmark, later files last."""
+    out = []
+    for name in INPUTS[option]:
+        with open(os.path.join(RESULTS, name), encoding="utf-8") as f:
+            out += json.load(f)["cases"]
+    return out
+
+
+def test_every_kernel_case_has_one_row():
+    args = [a for option, files in INPUTS.items() for a in [option] + [os.path.join(RESULTS, f) for f in files]]
+    r = run(args)
+    assert r.returncode == 0, r.stderr
+    rows = table_rows(r.stdout)
+    expected = set()
+    for c in cases("--key-store"):
+        case = f"{c['recipe']}, {c['store_bytes_per_token']} B/token"
+        expected.add(("key store", case, "fused key path (key_store.cu)"))
+    for c in cases("--paged-logits"):
+        source = "paged_logits.cu" if c["kernel"] == "exact-order" else "paged_logits_mma.cu"
+        expected.add(("paged logits", f"{c['cache']} cache", f"{c['kernel']} ({source})"))
+    for c in cases("--topk"):
+        expected.add(("top-K", c["input"], "exact top-K (topk.cu)"))
+    assert set(rows) == expected, f"missing {expected - set(rows)}, unexpected {set(rows) - expected}"
+    assert len(rows) == 5 + 3 + 2
+
+    # Reruns replace: run 12's sglang-v4-fp8 key store and fp8-mma logits, not run 11's.
+    fp8_store = rows[("key store", "sglang-v4-fp8, 132 B/token", "fused key path (key_store.cu)")]
+    assert fp8_store[3] == "0.3097", fp8_store
+    mma = rows[("paged logits", "fp8 cache", "fp8-mma (paged_logits_mma.cu)")]
+    assert mma[3] == "0.3262" and mma[4] == "571.0 MB" and mma[5] == "41.4%", mma
+    # The eager time of the same operation and the speed-up over it: 5.18474 / 0.3262.
+    assert mma[6] == "5.185" and mma[7] == "15.9x", mma
+    # Recipes without an eager twin say so.
+    fp4_store = rows[("key store", "sglang-v4-fp4, 68 B/token", "fused key path (key_store.cu)")]
+    assert fp4_store[6] == "-" and fp4_store[7] == "-", fp4_store
+    topk = rows[("top-K", "gaussian-fp32", "exact top-K (topk.cu)")]
+    assert topk[6] == "0.160" and topk[7] == "2.58x", topk
+
+
+def test_missing_input_is_a_usage_error():
+    r = run(["--topk", os.path.join(RESULTS, "no-such-file.json")])
+    assert r.returncode == 2 and "no-such-file.json" in r.stderr, (r.returncode, r.stderr)
+
+
+if __name__ == "__main__":
+    test_every_kernel_case_has_one_row()
+    test_missing_input_is_a_usage_error()
+    print("2 passed, 0 failed")
