@@ -17,10 +17,12 @@
 // HMMA.16816.F32 (nvdisasm), so a shared operand is unpacked again for every tile it meets.
 // Here each key byte is widened once (2 F2FP per key and warp) and the query once per block.
 //
-// Launch shape: grid (ceil(max_context / 2048), rows), 4 warps per block, 2 blocks per SM.
-// Each warp streams its steps (32 fp8 / 16 bf16 keys: 4 KB of values either way) through its
-// own ring of 4 cp.async stages: 3 steps = 12 KB in flight per warp, ~96 KB per SM (Little's
-// law asks for ~4 TB/s / 132 SMs x ~1 us = 30 KB).
+// Launch shape: grid (ceil(max_context / 2048), rows), 4 warps per block, 3 blocks per SM
+// (61 KB of shared memory each; 164 registers allow 3). Each warp streams its steps (32 fp8
+// / 16 bf16 keys: 4 KB of values either way) through its own ring of 2 cp.async stages: the
+// next step (4.6 KB) is in flight while the warp computes this one, ~55 KB per SM (Little's
+// law asks for ~4 TB/s / 132 SMs x ~1 us = 30 KB). Measured (bench/results/LOG.md runs
+// 18, 20): 4 stages and 2 blocks per SM 0.241 ms, 2 stages and 3 blocks 0.224 ms.
 //
 // Fragment mapping (PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type";
 // g = lane / 4, t = lane % 4). M = 16 keys, N = 8 heads, K = 16 head dims per step, 8 steps:
@@ -113,7 +115,7 @@ struct MmaTraits {
   static constexpr int kKeyTiles = kFp8 ? 2 : 1;
   static constexpr int kKeysPerStep = 16 * kKeyTiles;
   static constexpr int kWarps = 4;
-  static constexpr int kStages = 4;  // ring slots per warp: 3 steps in flight
+  static constexpr int kStages = 2;  // ring slots per warp: 1 step in flight
   static constexpr int kKeysPerWarp = 512;
   static constexpr int kWarpSteps = kKeysPerWarp / kKeysPerStep;
   static constexpr int kKeysPerBlock = kWarps * kKeysPerWarp;  // 2048: 7.8 waves at the bench shape
@@ -131,7 +133,7 @@ struct MmaTraits {
   static_assert((kRowStride / 16) % 8 == 1, "consecutive ring rows start in consecutive bank quads");
   static_assert(kKeysPerStep % 16 == 0, "two lanes per key copy 16 keys per pass");
   static_assert(kKeysPerWarp % kKeysPerStep == 0, "whole steps per warp");
-  static_assert(2 * (kSmemBytes + 1024) <= 228 * 1024, "two blocks per SM (228 KB, 1 KB reserved per block)");
+  static_assert(3 * (kSmemBytes + 1024) <= 228 * 1024, "three blocks per SM (228 KB, 1 KB reserved per block)");
 };
 
 __device__ __forceinline__ uint32_t smem_address(const void* p) {
