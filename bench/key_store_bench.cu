@@ -28,7 +28,8 @@ constexpr int64_t kTokens = int64_t{kSeqs} * kSeqLen;  // 1,048,576
 constexpr int kPage = 64;
 
 // ---- the unfused baseline: one stage per kernel, fp32 [T][128] in and out ---------------
-// The same stage functions and lane-group width as the fused kernel.
+// The same stage functions as the fused kernel, 8 lanes per head (kDefaultLanesPerHead),
+// non-persistent blocks of 256 threads.
 enum class Stage { kNorm, kRope, kHadamard };
 constexpr int kLanes = dev::kDefaultLanesPerHead;
 constexpr int kTokensPerBlock = 256 / kLanes;
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
     a.cache = d_cache;
     a.page_size = kPage;
     a.recipe = dev::kernel_recipe(recipe);
-    // Every lane-group width; the default one is the headline number. Ten launches per
+    // Every lane-group width; the automatic one (fastest_key_lanes) is the headline number. Ten launches per
     // timing (bench::median_ms): at ~0.1 ms a kernel, one launch's host overhead is 5%.
     constexpr int kCallsPerTiming = 10;
     std::string widths;

@@ -65,6 +65,9 @@ struct KeyStoreArgs {
   uint8_t* cache = nullptr;            // num_pages * page bytes
   int page_size = 64;
   KernelRecipe recipe{};
+  // Grid cap (0: as many blocks as fit on the device at once). A testing knob: the kernel's
+  // warps are persistent, so fewer blocks make every warp walk more tiles of a batch.
+  int max_blocks = 0;
 };
 
 // Query path (device/query_quant.cu), one lane group per (token, head):
@@ -90,8 +93,9 @@ struct QueryArgs {
 // Launchers (stream 0). They throw dsaf::Error (kBadInput) for arguments the kernels do
 // not support and (kEnvironment) for CUDA errors, naming the call.
 // `lanes_per_head` (1, 2, 4 or 8) is how many lanes share one 128-value head: a
-// tuning knob with no effect on any result bit (device/head_pipeline.cuh). The default is
-// the fastest on the H200 (bench/key_store_bench.cu measures them all).
+// tuning knob with no effect on any result bit (device/head_pipeline.cuh);
+// bench/key_store_bench.cu measures them all. The query kernel's automatic width is
+// kDefaultLanesPerHead.
 // kAutoLanesPerHead picks the width measured fastest for the recipe
 // (fastest_key_lanes; bench/results/LOG.md run 17).
 inline constexpr int kDefaultLanesPerHead = 8;

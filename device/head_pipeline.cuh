@@ -2,8 +2,9 @@
 // The per-head stages shared by the key and query kernels, for a group of kLanes lanes
 // holding one 128-value head (primitives/warp.cuh: lane `part` holds the contiguous values
 // part*V .. part*V+V-1, V = 128 / kLanes). The group width is a template parameter: wide
-// groups (32 lanes) spend their issue slots on shuffles, narrow ones do more of each stage
-// in registers; the arithmetic, and so every result bit, is the same for all widths.
+// groups (8 lanes) spend issue slots on shuffles, narrow ones (1-2 lanes) do every stage
+// in registers but hold 64-128 values per lane; the arithmetic, and so every result bit,
+// is the same for all widths.
 //
 // Each stage implements the contract of its reference header (norm.h, rope.h, hadamard.h,
 // quantize.h) with CUDA's correctly rounded intrinsics (__fadd_rn, __fmul_rn, __fdiv_rn,
@@ -450,6 +451,17 @@ __host__ __device__ constexpr int scale_bytes(ref::StorageFormat f) {
   return f == ref::StorageFormat::kFp8E4m3fn || f == ref::StorageFormat::kFp4E2m1 ? 4 : 0;
 }
 
+// Widens kV bf16 values, two per 32-bit word (the even one in the low half), to fp32:
+// exact, the bits move to the high half.
+template <int kV>
+__device__ __forceinline__ void widen_bf16(const unsigned (&w)[kV / 2], float (&x)[kV]) {
+#pragma unroll
+  for (int i = 0; i < kV / 2; ++i) {
+    x[2 * i] = __uint_as_float(w[i] << 16);
+    x[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF'0000u);
+  }
+}
+
 // Loads this lane's V input values (bf16 or fp32) of a 128-value head.
 template <int kLanes>
 __device__ __forceinline__ void load_head(const void* head, bool bf16, int part, HeadPart<kLanes>& x) {
@@ -460,22 +472,12 @@ __device__ __forceinline__ void load_head(const void* head, bool bf16, int part,
   }
   const uint8_t* src = static_cast<const uint8_t*>(head) + part * kV * 2;
   unsigned w[kV / 2];
-  if constexpr (kV >= 8) {
 #pragma unroll
-    for (int i = 0; i < kV / 2; i += 4) {
-      const uint4 v = reinterpret_cast<const uint4*>(src)[i / 4];
-      w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
-    }
-  } else {
-    const uint2 v = *reinterpret_cast<const uint2*>(src);
-    w[0] = v.x, w[1] = v.y;
+  for (int i = 0; i < kV / 2; i += 4) {
+    const uint4 v = reinterpret_cast<const uint4*>(src)[i / 4];
+    w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
   }
-#pragma unroll
-  for (int i = 0; i < kV / 2; ++i) {
-    // bf16 -> fp32 is exact: the bits move to the high half
-    x[2 * i] = __uint_as_float(w[i] << 16);
-    x[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF'0000u);
-  }
+  widen_bf16<kV>(w, x);
 }
 
 // The rotate stages every path shares: RoPE by a table row (32 cos, 32 sin), then (when the recipe has it)

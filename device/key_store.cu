@@ -34,7 +34,7 @@ constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpLanes;
 // ahead, in one commit group per tile: its input rows (bf16, 256 bytes a row; fp32 input,
 // a test and verification format, is read from global memory instead), its RoPE table
 // rows (32 cos, 32 sin: as many bytes as the input; read from global memory by the one
-// lane that rotates they were the longest stall in run 13's profile) and the positions
+// lane that rotates, they were the longest stall in run 13's profile) and the positions
 // and sequences of the tile after it (the RoPE rows need them a tile early). So while a
 // warp computes tile i, the group of tile i + 1 is in flight and nothing waits in the
 // middle of a tile. The input rows are read into registers first, so one buffer serves;
@@ -54,14 +54,22 @@ struct KeyRing {
   int32_t seq[3][kTokens];
 };
 
-// Blocks of kThreadsPerBlock per SM; the register cap is 65536 / (128 x this): 1 lane: 255
-// (128 values + the pipeline), 2: 128, 4: 85, 8: 64 (the most each width's pinned paths
-// need without spilling, ptxas -v). Shared memory per SM, staging + norm weights: 1 lane
-// 2 x 106 KB, 2: 4 x 54 KB, 4: 6 x 27 KB, 8: 8 x 14 KB (of 227 KB).
+// Blocks of kThreadsPerBlock per SM; the register cap is 65536 / (128 x this), rounded down
+// to a multiple of 8: 1 lane: 255 (128 values + the pipeline), 2: 128, 4: 80, 8: 64 (the
+// most each width's pinned paths need without spilling, ptxas -v). Shared memory per SM,
+// staging + norm weights + 1 KB reserved per block: 1 lane 2 x 107.5 KB, 2: 4 x 54.5 KB,
+// 4: 6 x 27.8 KB, 8: 8 x 14.9 KB (of 228 KB; static_assert below).
 template <int kLanes>
 inline constexpr int kKeyMinBlocks = kLanes == 1 ? 2 : kLanes == 2 ? 4 : kLanes == 4 ? 6 : 8;
 
-// Physical 16-byte chunk of logical chunk g in a ring slot. Lane l reads its chunks
+template <int kLanes>
+constexpr bool fits_shared_memory() {  // 228 KB per SM on sm_90, 1 KB of it reserved per block
+  return kKeyMinBlocks<kLanes> * (sizeof(KeyRing<kLanes>) * kWarpsPerBlock + 2 * kHeadDim * 4 + 1024) <= 228 * 1024;
+}
+static_assert(fits_shared_memory<1>() && fits_shared_memory<2>() && fits_shared_memory<4>() && fits_shared_memory<8>(),
+              "kKeyMinBlocks blocks of staging fit an SM's shared memory");
+
+// Physical 16-byte chunk of logical chunk g of the input rows. Lane l reads its chunks
 // l*C + c (C = kChunksPerLane) in step c; the 8 lanes of a quarter warp must hit 8
 // different 16-byte bank groups, so the low 3 bits of g are xor'ed with the bits that
 // number the lanes: g / C for C >= 8, g / 8 for smaller C (then g % 8 already varies).
@@ -122,12 +130,14 @@ __device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, KeyRin
 }
 
 // Cache rows go out through shared memory when every row can be written in 16-byte
-// pieces: rows of at most 256 bytes (not fp32) in pages whose size is a multiple of 16
-// (fp8 pages of 1 or 2 tokens are 132 or 264 bytes: those slots are stored directly).
+// pieces: rows of at most 256 bytes (not fp32) in a 16-byte aligned cache of pages whose
+// size is a multiple of 16 (fp8 pages of 1 or 2 tokens are 132 or 264 bytes: those slots,
+// and any cache a caller hands in at a smaller alignment, are stored directly).
 inline constexpr int kStagedScaleOffset = 256;  // scale bytes after a staged row's values
 template <ref::StorageFormat kFormat>
-__device__ __forceinline__ bool stages_cache_rows(int page_size) {
-  return (page_size * (value_bytes(kFormat) + scale_bytes(kFormat))) % 16 == 0;
+__device__ __forceinline__ bool stages_cache_rows(const uint8_t* cache, int page_size) {
+  return (reinterpret_cast<uintptr_t>(cache) & 15) == 0 &&
+         (page_size * (value_bytes(kFormat) + scale_bytes(kFormat))) % 16 == 0;
 }
 
 // Writes the tile's staged cache rows (row k at staged + k * kRopeStride floats: values,
@@ -175,11 +185,7 @@ __device__ __forceinline__ void read_staged_row(const KeyRing<kLanes>& ring, int
     const uint4 v = ring.rows[swizzle<kLanes>((token * kLanes + part) * kC + c)];
     w[4 * c] = v.x, w[4 * c + 1] = v.y, w[4 * c + 2] = v.z, w[4 * c + 3] = v.w;
   }
-#pragma unroll
-  for (int i = 0; i < kV / 2; ++i) {
-    x[2 * i] = __uint_as_float(w[i] << 16);
-    x[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF'0000u);
-  }
+  widen_bf16<kV>(w, x);
 }
 
 template <ref::StorageFormat kFormat, int kLanes, class Path>
@@ -197,7 +203,8 @@ key_store_kernel(const KeyStoreArgs args) {
   const KernelRecipe r = pinned_recipe<Path>(args.recipe);
 
   // The norm's weight and bias, read by every token: from shared memory, not through L1.
-  __shared__ float norm_weight[kHeadDim], norm_bias[kHeadDim];
+  __shared__ __align__(16) float norm_weight[kHeadDim];  // read as float4
+  __shared__ __align__(16) float norm_bias[kHeadDim];
   for (int i = threadIdx.x; i < kHeadDim; i += kThreadsPerBlock) {
     if (args.norm_weight != nullptr) norm_weight[i] = args.norm_weight[i];
     if (args.norm_bias != nullptr) norm_bias[i] = args.norm_bias[i];
@@ -206,7 +213,7 @@ key_store_kernel(const KeyStoreArgs args) {
 
   const int64_t tiles = (args.num_tokens + Ring::kTokens - 1) / Ring::kTokens;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;  // warps in the grid
-  const bool staged_store = stages_cache_rows<kFormat>(args.page_size);
+  const bool staged_store = stages_cache_rows<kFormat>(args.cache, args.page_size);
   const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
 
   // Tile i of this warp is first_tile + i * stride. Prologue: the positions of tile 0, then
@@ -283,25 +290,23 @@ key_store_kernel(const KeyStoreArgs args) {
   wait_async<0>();  // nothing may still be writing this block's shared memory at exit
 }
 
-// Grid of the persistent kernel: as many blocks as fit on the device at once (queried and
-// configured once per instantiation), fewer when there are fewer tiles.
+// Grid of the persistent kernel: as many blocks as fit on the current device at once (asked
+// on every launch: a process may switch devices), fewer when there are fewer tiles or the
+// caller caps the grid.
 template <ref::StorageFormat kFormat, int kLanes, class Path>
-unsigned resident_blocks(int64_t tiles) {
-  static const unsigned capacity = [] {
-    const auto kernel = key_store_kernel<kFormat, kLanes, Path>;
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(sizeof(KeyRing<kLanes>) * kWarpsPerBlock)),
-               "key_store_kernel shared memory");
-    int device = 0, sms = 0, per_sm = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreadsPerBlock,
-                                                             sizeof(KeyRing<kLanes>) * kWarpsPerBlock),
-               "key_store_kernel occupancy");
-    return static_cast<unsigned>(std::max(1, sms * per_sm));
-  }();
-  const int64_t wanted = (tiles + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  return static_cast<unsigned>(std::min<int64_t>(wanted, capacity));
+unsigned grid_blocks(const KeyStoreArgs& args, int64_t tiles) {
+  const auto kernel = key_store_kernel<kFormat, kLanes, Path>;
+  constexpr int kSharedBytes = sizeof(KeyRing<kLanes>) * kWarpsPerBlock;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
+             "key_store_kernel shared memory");
+  int device = 0, sms = 0, per_sm = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreadsPerBlock, kSharedBytes),
+             "key_store_kernel occupancy");
+  int64_t blocks = std::min<int64_t>((tiles + kWarpsPerBlock - 1) / kWarpsPerBlock, std::max(1, sms * per_sm));
+  if (args.max_blocks > 0) blocks = std::min<int64_t>(blocks, args.max_blocks);
+  return static_cast<unsigned>(blocks);
 }
 
 // Calls f(Path{}) with the pinned path that matches the recipe, else RuntimeKeyPath.
@@ -330,6 +335,13 @@ int fastest_key_lanes(const KernelRecipe& recipe) {
 
 void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
   check_launch_args(args.recipe.key_quant, args.page_size, "key_store");
+  // reference/norm.h: a norm needs its weight, LayerNorm its bias too.
+  if (args.recipe.key_norm.kind != ref::NormKind::kNone && args.norm_weight == nullptr) {
+    throw_bad_input("key_store: the recipe's norm needs norm_weight");
+  }
+  if (args.recipe.key_norm.kind == ref::NormKind::kLayerNorm && args.norm_bias == nullptr) {
+    throw_bad_input("key_store: LayerNorm needs norm_bias");
+  }
   if (args.num_tokens == 0) return;
   if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = fastest_key_lanes(args.recipe);
   dispatch_lanes(lanes_per_head, "key_store", [&](auto lanes) {
@@ -340,7 +352,7 @@ void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
       dispatch_key_path<kFormat>(args.recipe, [&](auto path) {
         using Path = decltype(path);
         key_store_kernel<kFormat, kLanes, Path>
-            <<<resident_blocks<kFormat, kLanes, Path>(tiles), kThreadsPerBlock,
+            <<<grid_blocks<kFormat, kLanes, Path>(args, tiles), kThreadsPerBlock,
                sizeof(KeyRing<kLanes>) * kWarpsPerBlock>>>(args);
       });
     });

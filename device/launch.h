@@ -34,7 +34,7 @@ inline void check_launch_args(const ref::QuantSpec& q, int page_size, const char
 }
 
 // Calls f(std::integral_constant<int, L>{}) for a lane-group width L in {1, 2, 4, 8}
-// (api.h kDefaultLanesPerHead). Wider groups (16, 32 lanes per head) were measured slower
+// (api.h lanes_per_head; the launchers resolve kAutoLanesPerHead before calling this). Wider groups (16, 32 lanes per head) were measured slower
 // on every recipe (bench/results/LOG.md run 9) and are not compiled.
 template <class F>
 void dispatch_lanes(int lanes_per_head, const char* kernel, F f) {

@@ -116,6 +116,7 @@ struct MmaTraits {
   static constexpr int kKeysPerStep = 16 * kKeyTiles;
   static constexpr int kWarps = 4;
   static constexpr int kStages = 2;  // ring slots per warp: 1 step in flight
+  static constexpr int kBlocksPerSm = 3;  // registers (<= 168, __launch_bounds__) and shared memory allow
   static constexpr int kKeysPerWarp = 512;
   static constexpr int kWarpSteps = kKeysPerWarp / kKeysPerStep;
   static constexpr int kKeysPerBlock = kWarps * kKeysPerWarp;  // 2048: 7.8 waves at the bench shape
@@ -133,7 +134,7 @@ struct MmaTraits {
   static_assert((kRowStride / 16) % 8 == 1, "consecutive ring rows start in consecutive bank quads");
   static_assert(kKeysPerStep % 16 == 0, "two lanes per key copy 16 keys per pass");
   static_assert(kKeysPerWarp % kKeysPerStep == 0, "whole steps per warp");
-  static_assert(3 * (kSmemBytes + 1024) <= 228 * 1024, "three blocks per SM (228 KB, 1 KB reserved per block)");
+  static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kBlocksPerSm blocks fit an SM (228 KB, 1 KB reserved per block)");
 };
 
 __device__ __forceinline__ uint32_t smem_address(const void* p) {
@@ -179,19 +180,6 @@ __device__ __forceinline__ void e4m3x4_to_f16x4(unsigned word, unsigned& lo, uns
       : "r"(word));
 }
 
-// cp.async of kBytes (16 or 4) to a shared-memory address; read == false fills zeros. The
-// same instruction as primitives/async_copy.cuh's copy_async, taking the 32-bit shared
-// address the kernel keeps per lane (no generic-to-shared conversion per copy).
-template <int kBytes>
-__device__ __forceinline__ void copy_async_shared(uint32_t dst, const void* src, bool read) {
-  const int src_bytes = read ? kBytes : 0;
-  if constexpr (kBytes == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes), "r"(src_bytes));
-  }
-}
-
 // One e4m3 code as a bf16 (exact: 3 mantissa bits, exponents 2^-9..2^8), through f16 and f32.
 __device__ __forceinline__ unsigned e4m3_to_bf16_bits(unsigned code) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
@@ -213,7 +201,7 @@ __device__ __forceinline__ unsigned query_b_word(const uint8_t* q, StorageFormat
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kWarps * 32, 2) paged_logits_mma_kernel(const PagedLogitsArgs args) {
+__global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_mma_kernel(const PagedLogitsArgs args) {
   constexpr int kThreads = T::kWarps * 32;
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* const query_words = smem;  // B fragments
@@ -270,9 +258,8 @@ __global__ void __launch_bounds__(T::kWarps * 32, 2) paged_logits_mma_kernel(con
   // 3. This warp's steps: step i holds keys step_first(i) + [0, kKeysPerStep) and lives in
   //    ring slot i % kStages. Lanes 2k and 2k + 1 copy key k of a pass (16 keys): the 16
   //    bytes at 32j and 32j + 16 (whole 32-byte sectors per instruction; in 4-byte pieces
-  //    when kPieceBytes is 4); keys past
-  //    `valid` are zero-filled (from the slot of key valid - 1: a valid address that is not
-  //    read), and steps wholly past it copy nothing.
+  //    when kPieceBytes is 4); keys past `valid` are zero-filled (from the slot of key
+  //    valid - 1: a valid address that is not read), and steps wholly past it copy nothing.
   const int step_stride = T::kWarps * T::kKeysPerStep;
   const int warp_first = block_first + warp * T::kKeysPerStep;
   const auto step_first = [&](int i) { return warp_first + i * step_stride; };
@@ -310,13 +297,13 @@ __global__ void __launch_bounds__(T::kWarps * 32, 2) paged_logits_mma_kernel(con
 #pragma unroll
           for (int k = 0; k < 16 / T::kPieceBytes; ++k) {
             const int at = 32 * j + T::kPieceBytes * k;
-            copy_async_shared<T::kPieceBytes>(dst + at, src[pass] + at, read[pass]);
+            copy_async<T::kPieceBytes>(dst + at, src[pass] + at, read[pass]);
           }
         }
       }
       if constexpr (T::kFp8) {  // one copy for the 32 scales: lane (k, half) takes key 16 half + k
         static_assert(kPasses == 2, "two passes: one per half");
-        copy_async_shared<4>(scale_lane + 4 * (slot * T::kKeysPerStep + 16 * half), half ? scale[1] : scale[0],
+        copy_async<4>(scale_lane + 4 * (slot * T::kKeysPerStep + 16 * half), half ? scale[1] : scale[0],
                              half ? read[1] : read[0]);
       }
     }

@@ -6,19 +6,27 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace dsaf::dev {
 
-// Copies kBytes (4, 8 or 16) from global src to shared dst; read == false fills zeros.
+// Copies kBytes (4, 8 or 16) from global src to the shared-memory address dst (the 32-bit
+// form a kernel can keep per lane); read == false fills zeros.
 template <int kBytes>
-__device__ __forceinline__ void copy_async(void* dst, const void* src, bool read = true) {
+__device__ __forceinline__ void copy_async(uint32_t dst, const void* src, bool read = true) {
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async moves 4, 8 or 16 bytes");
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   const int src_bytes = read ? kBytes : 0;
   if constexpr (kBytes == 16) {  // .cg: bypass L1, the data is used once from shared memory
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
   } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src), "n"(kBytes), "r"(src_bytes));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes), "r"(src_bytes));
   }
+}
+
+// The same to a generic pointer into shared memory.
+template <int kBytes>
+__device__ __forceinline__ void copy_async(void* dst, const void* src, bool read = true) {
+  copy_async<kBytes>(static_cast<uint32_t>(__cvta_generic_to_shared(dst)), src, read);
 }
 
 // Closes the copies issued since the last commit into one group.

@@ -1,6 +1,7 @@
 // Device key path and query path against the reference, byte for byte, on random
 // tensors (Gaussian, outlier channels and edge rows), random page layouts and every
 // store format and page-size class of every preset that quantises.
+#include <array>
 #include <cstring>
 
 #include "device/api.h"
@@ -47,6 +48,29 @@ TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
   EXPECT_EQ(dev::key_store_path(changed), "generic");
 }
 
+// reference/norm.h needs a norm's weight (and LayerNorm's bias): the launcher refuses a
+// missing one before anything runs (the kernel stages them in shared memory, where a null
+// pointer would not fault but read garbage). Host-side only: runs without a GPU.
+TEST(KeyStoreArgsCheck, ANormWithoutItsWeightOrBiasIsBadInput) {
+  const float weight[kHeadDim] = {};
+  const auto kind_of = [](const dev::KeyStoreArgs& a) {
+    try {
+      dev::launch_key_store(a);
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::kInternal;  // not refused
+  };
+  dev::KeyStoreArgs rms;
+  rms.num_tokens = 1;
+  rms.recipe = dev::kernel_recipe(ref::preset("sglang-v4-fp8"));  // RMSNorm
+  EXPECT_EQ(kind_of(rms), ErrorKind::kBadInput);
+  dev::KeyStoreArgs layer_norm = rms;
+  layer_norm.recipe = dev::kernel_recipe(ref::preset("dsv32-ref"));  // LayerNorm
+  layer_norm.norm_weight = weight;
+  EXPECT_EQ(kind_of(layer_norm), ErrorKind::kBadInput);
+}
+
 class KeyStoreGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
@@ -73,7 +97,14 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       const int64_t T = static_cast<int64_t>(b.token_seq.size());
       std::vector<float> input(T * kHeadDim);
       for (int64_t t = 0; t < T; ++t) random_row(rng, input.data() + t * kHeadDim);
-      const bool bf16_input = batches % 2 == 0;
+      // Drawn independently per batch (they used to cycle in lockstep with the page size):
+      // the input type, the lane-group width (a tuning knob that must not change a bit) and
+      // the grid cap. The kernel's warps are persistent; without a cap every warp of a
+      // batch this small gets one tile, and only capped grids reach the steady state of the
+      // copy pipeline (tile i computing while tile i + 1 lands).
+      const bool bf16_input = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
+      const int lanes = kLaneWidths[std::uniform_int_distribution<size_t>(0, kLaneWidths.size() - 1)(rng)];
+      const int max_blocks = std::array<int, 3>{0, 1, 3}[std::uniform_int_distribution<int>(0, 2)(rng)];
       std::vector<uint16_t> bits;
       if (bf16_input) bits = to_bf16_bits(input);
 
@@ -105,8 +136,7 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       args.cache = d_cache.get();
       args.page_size = page_size;
       args.recipe = dev::kernel_recipe(recipe);
-      // The lane-group width is a tuning knob that must not change a bit: cycle through all.
-      const int lanes = kLaneWidths[batches % kLaneWidths.size()];
+      args.max_blocks = max_blocks;
       dev::launch_key_store(args, lanes);
       const std::vector<uint8_t> actual = d_cache.download();
 
@@ -117,8 +147,8 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       }
       const oracle::ByteVerdict v = oracle::compare_paged_cache(layout, owners, expected, actual);
       ASSERT_TRUE(v.pass) << recipe.name << ", page size " << page_size << ", "
-                          << (bf16_input ? "bf16" : "fp32") << " input, " << lanes << " lanes per head, batch "
-                          << batches << ":\n"
+                          << (bf16_input ? "bf16" : "fp32") << " input, " << lanes << " lanes per head, grid cap "
+                          << max_blocks << ", batch " << batches << ":\n"
                           << v.describe();
       tokens += T;
       ++batches;
