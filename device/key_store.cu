@@ -93,7 +93,7 @@ __device__ __forceinline__ void issue_input_rows(const KeyStoreArgs& args, int64
   for (int g = lane; g < Ring::kTokens * kChunksPerRow; g += kWarpLanes) {
     const int64_t token = min(first + g / kChunksPerRow, args.num_tokens - 1);
     const uint8_t* src = static_cast<const uint8_t*>(args.input) + token * Ring::kRowBytes + (g % kChunksPerRow) * 16;
-    copy_async<16>(&ring.rows[swizzle<kLanes>(g)], src);
+    copy_async<16, L2Priority::kEvictFirst>(&ring.rows[swizzle<kLanes>(g)], src);  // read once
   }
 }
 
@@ -115,7 +115,10 @@ __device__ __forceinline__ void issue_positions(const KeyStoreArgs& args, int64_
   }
 }
 
-// The copies of one tile's RoPE rows into rope[rb], from its landed positions[pb].
+// The copies of one tile's RoPE rows into rope[rb], from its landed positions[pb]. Every
+// sequence of a batch re-reads the same rows (16 MB for 64K positions, against 256 MB of
+// input rows per 1M tokens streaming past): evict-last, so they stay in L2 (run 18's
+// profile: 35% more HBM bytes than the kernel's own, the table re-read from HBM).
 template <int kLanes>
 __device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, KeyRing<kLanes>& ring, int pb, int rb,
                                                 int lane) {
@@ -124,7 +127,7 @@ __device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, KeyRin
   for (int g = lane; g < Ring::kTokens * 16; g += kWarpLanes) {
     const int k = g / 16, c = g % 16;  // chunks 0-7: cos, 8-15: sin
     const float* table = c < 8 ? args.rope_cos : args.rope_sin;
-    copy_async<16>(ring.rope[rb] + k * Ring::kRopeStride + (c / 8) * 32 + (c % 8) * 4,
+    copy_async<16, L2Priority::kEvictLast>(ring.rope[rb] + k * Ring::kRopeStride + (c / 8) * 32 + (c % 8) * 4,
                    table + static_cast<int64_t>(ring.positions[pb][k]) * 32 + (c % 8) * 4);
   }
 }
@@ -157,7 +160,8 @@ __device__ __forceinline__ void copy_out_tile(const uint8_t* staged, uint8_t* va
     const auto dst = reinterpret_cast<uint8_t*>(
         __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(value_dst), k * kLanes));
     if (g < kTotal && dst != nullptr) {
-      *reinterpret_cast<uint4*>(dst + c * 16) = *reinterpret_cast<const uint4*>(staged + k * kRowBytes + c * 16);
+      // st.global.cs: streamed out, evict-first in L2 (the RoPE table stays)
+      __stcs(reinterpret_cast<uint4*>(dst + c * 16), *reinterpret_cast<const uint4*>(staged + k * kRowBytes + c * 16));
     }
   }
   if constexpr (scale_bytes(kFormat) == 4) {
@@ -321,9 +325,10 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 
 }  // namespace
 
-// Measured on the H200 (bench/results/LOG.md run 17, 1M tokens): sglang-v4-fp8 0.164 ms at
-// 1 lane (2: 0.172), sglang-v4-bf16 0.193 ms at 2 lanes (1: 0.199), sglang-v4-fp4 0.329 ms
-// at 4; the generic kernel (dsv32 recipes) is fastest at 2 and slow at 1 (it spills).
+// Measured on the H200 (bench/results/LOG.md runs 17 and 21, 1M tokens): sglang-v4-fp8
+// 0.159 ms at 1 lane (2: 0.171), sglang-v4-bf16 0.176 ms at 2 lanes (1: 0.179),
+// sglang-v4-fp4 0.329 ms at 4 (run 17); the generic kernel (dsv32 recipes) is fastest at 2
+// and slow at 1 (it spills).
 int fastest_key_lanes(const KernelRecipe& recipe) {
   const bool pinned = key_store_path(recipe) != RuntimeKeyPath::kName;
   switch (recipe.key_quant.format) {

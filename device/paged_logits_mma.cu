@@ -22,7 +22,8 @@
 // / 16 bf16 keys: 4 KB of values either way) through its own ring of 2 cp.async stages: the
 // next step (4.6 KB) is in flight while the warp computes this one, ~55 KB per SM (Little's
 // law asks for ~4 TB/s / 132 SMs x ~1 us = 30 KB). Measured (bench/results/LOG.md runs
-// 18, 20): 4 stages and 2 blocks per SM 0.241 ms, 2 stages and 3 blocks 0.224 ms.
+// 18, 20, 21): 4 stages and 2 blocks per SM 0.241 ms, 2 stages and 3 blocks 0.224 ms,
+// and whole 128-byte lines per copy instruction 0.195 ms (bf16 cache 0.421 -> 0.303 ms).
 //
 // Fragment mapping (PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type";
 // g = lane / 4, t = lane % 4). M = 16 keys, N = 8 heads, K = 16 head dims per step, 8 steps:
@@ -42,7 +43,8 @@
 // B lives in shared memory as [step][b0 | b1][head][t] 32-bit words, ready for ldmatrix:
 // matrices (b0, b1) x (head tile 2p, 2p+1) of a step. Ring rows are 16 bytes longer than
 // a key (144 / 272): row r then starts in bank quad r mod 8, so the 8 rows of a matrix hit 8
-// different quads (no conflict), and two lanes per key write whole 32-byte sectors.
+// different quads (no conflict), and the copies of 4 | 2 whole rows per instruction take the
+// minimum 4 shared-memory wavefronts.
 //
 // Numerics. Every product is exact in fp32 (e4m3 x e4m3: 4-bit significands; bf16 x bf16:
 // 8-bit), so the error comes from how the tensor core adds products, and from the fp32
@@ -132,7 +134,7 @@ struct MmaTraits {
   static_assert(kPieceBytes == 16 || kPieceBytes == 4, "cp.async pieces of 16 or 4 bytes");
   static_assert(kKSteps == kLdmPerRow * kStepsPerLdm, "the ldmatrix loads cover the 128 dims");
   static_assert((kRowStride / 16) % 8 == 1, "consecutive ring rows start in consecutive bank quads");
-  static_assert(kKeysPerStep % 16 == 0, "two lanes per key copy 16 keys per pass");
+  static_assert(kKeysPerStep * kRowBytes % 512 == 0, "a step is whole passes (16 bytes a lane)");
   static_assert(kKeysPerWarp % kKeysPerStep == 0, "whole steps per warp");
   static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kBlocksPerSm blocks fit an SM (228 KB, 1 KB reserved per block)");
 };
@@ -256,56 +258,72 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
   __syncthreads();
 
   // 3. This warp's steps: step i holds keys step_first(i) + [0, kKeysPerStep) and lives in
-  //    ring slot i % kStages. Lanes 2k and 2k + 1 copy key k of a pass (16 keys): the 16
-  //    bytes at 32j and 32j + 16 (whole 32-byte sectors per instruction; in 4-byte pieces
-  //    when kPieceBytes is 4); keys past `valid` are zero-filled (from the slot of key
-  //    valid - 1: a valid address that is not read), and steps wholly past it copy nothing.
+  //    ring slot i % kStages. A key row is copied by kLanesPerKey consecutive lanes, 16 bytes
+  //    each (in 4-byte pieces when kPieceBytes is 4), so one cp.async instruction reads
+  //    whole 128-byte lines of kKeysPerPass keys and L2 serves each line in one request.
+  //    (Two lanes per key, runs 18-20, asked for one 32-byte sector of each of 16 lines per
+  //    instruction: four requests per line; ncu run 19 had the L2 78% busy at 49% DRAM.)
+  //    Keys past `valid` are zero-filled from an address that is valid and not read, and
+  //    steps wholly past it copy nothing. fp8: lane l also copies key l's scale.
+  constexpr int kLanesPerKey = T::kRowBytes / 16, kKeysPerPass = 32 / kLanesPerKey;
+  constexpr int kPasses = T::kKeysPerStep / kKeysPerPass;
+  static_assert(!T::kFp8 || T::kKeysPerStep == 32, "one scale per lane");
   const int step_stride = T::kWarps * T::kKeysPerStep;
   const int warp_first = block_first + warp * T::kKeysPerStep;
   const auto step_first = [&](int i) { return warp_first + i * step_stride; };
-  const int pass_key = lane / 2, half = lane % 2;
+  const int pass_key = lane / kLanesPerKey, chunk = lane % kLanesPerKey;
   const uint32_t ring = smem_address(rings + warp * T::kStages * T::kStepBytes);
-  const uint32_t dst_lane = ring + pass_key * T::kRowStride + 16 * half;
-  const uint32_t scale_lane = smem_address(scale_rings + warp * T::kStages * T::kKeysPerStep + pass_key);
+  const uint32_t dst_lane = ring + pass_key * T::kRowStride + 16 * chunk;
+  const uint32_t scale_lane = smem_address(scale_rings + warp * T::kStages * T::kKeysPerStep + lane);
   const uint32_t page_bytes = static_cast<uint32_t>(args.page_size) * (T::kRowBytes + T::kScaleBytes);
   const uint32_t scale_region = static_cast<uint32_t>(args.page_size) * T::kRowBytes;
   const int offset_mask = args.page_size - 1;
+  // Steps start at multiples of kKeysPerStep, so with pages at least that long a step lies
+  // in one page: one page-table read per step instead of one per pass.
+  const bool step_in_one_page = args.page_size >= T::kKeysPerStep;
+  const auto page_of = [&](int key) {  // the page of a valid key
+    return args.cache + static_cast<uint64_t>(static_cast<uint32_t>(table[(key >> shift) - table_first])) * page_bytes;
+  };
   const auto issue = [&](int i) {
-    if (i < T::kWarpSteps && step_first(i) < valid) {
-      constexpr int kPasses = T::kKeysPerStep / 16;
+    const int first = step_first(i);
+    if (i < T::kWarpSteps && first < valid) {
       const int slot = i % T::kStages;
       // Addresses first, then the copies back to back (ptxas pads each run of cp.async).
       const uint8_t* src[kPasses];
-      const uint8_t* scale[kPasses];
       bool read[kPasses];
+      const uint8_t* scale = nullptr;
+      if (step_in_one_page) {
+        const uint8_t* const page = page_of(first);
+        const int first_offset = first & offset_mask;  // + 31 stays inside the page
 #pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        const int s = step_first(i) + 16 * pass + pass_key;
-        read[pass] = s < valid;
-        const int slot_key = min(s, valid - 1);  // page-table entries are staged for valid keys only
-        const uint32_t page = static_cast<uint32_t>(table[(slot_key >> shift) - table_first]);
-        const uint32_t offset = static_cast<uint32_t>(slot_key & offset_mask);
-        const uint8_t* const page_base = args.cache + static_cast<uint64_t>(page) * page_bytes;
-        src[pass] = page_base + (offset * T::kRowBytes + 16 * half);
-        scale[pass] = page_base + (scale_region + offset * T::kScaleBytes);
-      }
+        for (int pass = 0; pass < kPasses; ++pass) {
+          const int k = kKeysPerPass * pass + pass_key;
+          read[pass] = first + k < valid;
+          src[pass] = page + ((first_offset + k) * T::kRowBytes + 16 * chunk);
+        }
+        if constexpr (T::kFp8) scale = page + (scale_region + (first_offset + lane) * T::kScaleBytes);
+      } else {
 #pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        const uint32_t dst = dst_lane + slot * T::kStepBytes + 16 * pass * T::kRowStride;
-#pragma unroll
-        for (int j = 0; j < T::kRowBytes / 32; ++j) {
-#pragma unroll
-          for (int k = 0; k < 16 / T::kPieceBytes; ++k) {
-            const int at = 32 * j + T::kPieceBytes * k;
-            copy_async<T::kPieceBytes>(dst + at, src[pass] + at, read[pass]);
-          }
+        for (int pass = 0; pass < kPasses; ++pass) {
+          const int s = first + kKeysPerPass * pass + pass_key;
+          read[pass] = s < valid;
+          const int key = min(s, valid - 1);  // page-table entries are staged for valid keys only
+          src[pass] = page_of(key) + ((key & offset_mask) * T::kRowBytes + 16 * chunk);
+        }
+        if constexpr (T::kFp8) {
+          const int key = min(first + lane, valid - 1);
+          scale = page_of(key) + (scale_region + (key & offset_mask) * T::kScaleBytes);
         }
       }
-      if constexpr (T::kFp8) {  // one copy for the 32 scales: lane (k, half) takes key 16 half + k
-        static_assert(kPasses == 2, "two passes: one per half");
-        copy_async<4>(scale_lane + 4 * (slot * T::kKeysPerStep + 16 * half), half ? scale[1] : scale[0],
-                             half ? read[1] : read[0]);
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const uint32_t dst = dst_lane + slot * T::kStepBytes + kKeysPerPass * pass * T::kRowStride;
+#pragma unroll
+        for (int k = 0; k < 16 / T::kPieceBytes; ++k) {
+          copy_async<T::kPieceBytes>(dst + T::kPieceBytes * k, src[pass] + T::kPieceBytes * k, read[pass]);
+        }
       }
+      if constexpr (T::kFp8) copy_async<4>(scale_lane + 4 * slot * T::kKeysPerStep, scale, first + lane < valid);
     }
     commit_async();  // an empty group keeps the group count uniform
   };
