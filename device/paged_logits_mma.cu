@@ -17,13 +17,17 @@
 // HMMA.16816.F32 (nvdisasm), so a shared operand is unpacked again for every tile it meets.
 // Here each key byte is widened once (2 F2FP per key and warp) and the query once per block.
 //
-// Launch shape: grid (ceil(max_context / 2048), rows), 4 warps per block, 3 blocks per SM
-// (61 KB of shared memory each; 164 registers allow 3). Each warp streams its steps (32 fp8
-// / 16 bf16 keys: 4 KB of values either way) through its own ring of 2 cp.async stages: the
-// next step (4.6 KB) is in flight while the warp computes this one, ~55 KB per SM (Little's
-// law asks for ~4 TB/s / 132 SMs x ~1 us = 30 KB). Measured (bench/results/LOG.md runs
-// 18, 20, 21): 4 stages and 2 blocks per SM 0.241 ms, 2 stages and 3 blocks 0.224 ms,
-// and whole 128-byte lines per copy instruction 0.195 ms (bf16 cache 0.421 -> 0.303 ms).
+// Launch shape: grid (blocks per row, rows), 4 warps per block, 3 blocks per SM (53 KB of
+// shared memory each; 164 registers allow 3); a row's blocks take equal whole rounds of
+// steps, as few blocks as fill the device (keys_per_block_for). Each warp streams its
+// steps (32 fp8 / 16 bf16 keys: 4 KB of values either way) through its own ring of 2
+// cp.async stages: the next step (4.6 KB) is in flight while the warp computes this one,
+// ~55 KB per SM (Little's law asks for ~4 TB/s / 132 SMs x ~1 us = 30 KB). Measured
+// (bench/results/LOG.md, fp8 | bf16 cache, decode 32 x 64 heads x 128K): 4 stages and 2
+// blocks per SM 0.241 | 0.435 ms (run 18), 2 stages and 3 blocks 0.224 | 0.421 (run 20),
+// whole 128-byte lines per copy instruction 0.195 | 0.303 (run 21), blocks sized to fill
+// the device 0.196 | 0.293 (run 24). The fp8 variant is now held by the tensor pipe (58%
+// of cycles) and the shared-memory reloads of the query's B fragments (59%, run 23).
 //
 // Fragment mapping (PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type";
 // g = lane / 4, t = lane % 4). M = 16 keys, N = 8 heads, K = 16 head dims per step, 8 steps:
@@ -82,6 +86,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -119,23 +124,20 @@ struct MmaTraits {
   static constexpr int kWarps = 4;
   static constexpr int kStages = 2;  // ring slots per warp: 1 step in flight
   static constexpr int kBlocksPerSm = 3;  // registers (<= 168, __launch_bounds__) and shared memory allow
-  static constexpr int kKeysPerWarp = 512;
-  static constexpr int kWarpSteps = kKeysPerWarp / kKeysPerStep;
-  static constexpr int kKeysPerBlock = kWarps * kKeysPerWarp;  // 2048: 7.8 waves at the bench shape
+  static constexpr int kKeysPerRound = kWarps * kKeysPerStep;  // a block's keys are whole rounds of steps
+  static constexpr int kMinKeysPerBlock = 4 * kKeysPerRound;    // four steps a warp, at least
   // Dynamic shared memory, in this order (all multiples of 16 bytes).
   static constexpr int kQueryBytes = kKSteps * 2 * kHeads * 16;  // B words [step][b0|b1][head][t]
-  static constexpr int kTableBytes = kKeysPerBlock * 4;          // page-table entries (page size 1: one per key)
   static constexpr int kStepBytes = kKeysPerStep * kRowStride;
   static constexpr int kRingBytes = kWarps * kStages * kStepBytes;
   static constexpr int kScaleRingBytes = kWarps * kStages * kKeysPerStep * kScaleBytes;
-  static constexpr int kSmemBytes = kQueryBytes + kTableBytes + kRingBytes + kScaleRingBytes;
+  static constexpr int kSmemBytes = kQueryBytes + kRingBytes + kScaleRingBytes;
 
   static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64, "head tiles come in pairs (one B ldmatrix)");
   static_assert(kPieceBytes == 16 || kPieceBytes == 4, "cp.async pieces of 16 or 4 bytes");
   static_assert(kKSteps == kLdmPerRow * kStepsPerLdm, "the ldmatrix loads cover the 128 dims");
   static_assert((kRowStride / 16) % 8 == 1, "consecutive ring rows start in consecutive bank quads");
   static_assert(kKeysPerStep * kRowBytes % 512 == 0, "a step is whole passes (16 bytes a lane)");
-  static_assert(kKeysPerWarp % kKeysPerStep == 0, "whole steps per warp");
   static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kBlocksPerSm blocks fit an SM (228 KB, 1 KB reserved per block)");
 };
 
@@ -203,20 +205,19 @@ __device__ __forceinline__ unsigned query_b_word(const uint8_t* q, StorageFormat
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_mma_kernel(const PagedLogitsArgs args) {
+__global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_mma_kernel(const PagedLogitsArgs args, const int keys_per_block) {
   constexpr int kThreads = T::kWarps * 32;
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* const query_words = smem;  // B fragments
-  int32_t* const table = reinterpret_cast<int32_t*>(smem + T::kQueryBytes);
-  uint8_t* const rings = smem + T::kQueryBytes + T::kTableBytes;  // [warp][slot][key][kRowStride]
+  uint8_t* const rings = smem + T::kQueryBytes;  // [warp][slot][key][kRowStride]
   float* const scale_rings = reinterpret_cast<float*>(rings + T::kRingBytes);  // [warp][slot][key]
 
   const int row = blockIdx.y;
   const int b = args.row_seq[row];
   const int valid = args.row_valid[row];  // keys [0, valid) of sequence b; max_context <= 2^30
   const int max_context = static_cast<int>(args.max_context);
-  const int block_first = static_cast<int>(blockIdx.x) * T::kKeysPerBlock;
-  const int block_end = min(block_first + T::kKeysPerBlock, max_context);
+  const int block_first = static_cast<int>(blockIdx.x) * keys_per_block;  // a multiple of kKeysPerRound
+  const int block_end = min(block_first + keys_per_block, max_context);
   float* const out = args.logits + static_cast<int64_t>(row) * args.max_context;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
@@ -228,11 +229,11 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
   }
 
   // 2. The block's shared inputs: the query as B words ([step][plane][head][t], word i at
-  //    byte 4i), the page-table entries of its valid keys; this lane's head weights.
+  //    byte 4i); this lane's head weights.
   const int q_head_bytes = args.q_format == StorageFormat::kFp8E4m3fn ? 128 : 256;  // e4m3 or bf16 values
   const uint8_t* const q_row = args.q_values + static_cast<int64_t>(row) * T::kHeads * q_head_bytes;
   // (Loops of fixed trip count, unrolled: every thread's loads are in flight at once.)
-  static_assert(T::kQueryBytes / 4 % kThreads == 0 && T::kKeysPerBlock % kThreads == 0, "whole rounds");
+  static_assert(T::kQueryBytes / 4 % kThreads == 0, "whole rounds");
 #pragma unroll
   for (int round = 0; round < T::kQueryBytes / 4 / kThreads; ++round) {
     const int i = round * kThreads + threadIdx.x;
@@ -241,14 +242,9 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
     reinterpret_cast<unsigned*>(query_words)[i] = query_b_word<T>(q_head, args.q_format, s, plane, tt);
   }
   const int shift = __ffs(args.page_size) - 1;  // log2 P (the launcher checks P is a power of two)
-  const int table_first = block_first >> shift;
-  const int table_count = ((min(valid, block_end) - 1) >> shift) - table_first + 1;  // <= kKeysPerBlock
-  const int32_t* const table_row = args.page_tables + static_cast<int64_t>(b) * args.page_table_stride + table_first;
-#pragma unroll
-  for (int round = 0; round < T::kKeysPerBlock / kThreads; ++round) {
-    const int i = round * kThreads + threadIdx.x;
-    if (i < table_count) table[i] = table_row[i];
-  }
+  // Page-table entries are read where a step's copies are issued, through L1: a row's
+  // entries are contiguous, so one 128-byte line serves 32 pages (2,048 keys at page 64).
+  const int32_t* const table_row = args.page_tables + static_cast<int64_t>(b) * args.page_table_stride;
   float w[T::kHeadTiles][2];  // heads 8n + 2t + c: the columns of this lane's accumulators
 #pragma unroll
   for (int n = 0; n < T::kHeadTiles; ++n) {
@@ -269,7 +265,7 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
   constexpr int kPasses = T::kKeysPerStep / kKeysPerPass;
   static_assert(!T::kFp8 || T::kKeysPerStep == 32, "one scale per lane");
   const int step_stride = T::kWarps * T::kKeysPerStep;
-  const int warp_first = block_first + warp * T::kKeysPerStep;
+  const int warp_first = block_first + warp * T::kKeysPerStep;  // then every kWarps-th step
   const auto step_first = [&](int i) { return warp_first + i * step_stride; };
   const int pass_key = lane / kLanesPerKey, chunk = lane % kLanesPerKey;
   const uint32_t ring = smem_address(rings + warp * T::kStages * T::kStepBytes);
@@ -282,11 +278,11 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
   // in one page: one page-table read per step instead of one per pass.
   const bool step_in_one_page = args.page_size >= T::kKeysPerStep;
   const auto page_of = [&](int key) {  // the page of a valid key
-    return args.cache + static_cast<uint64_t>(static_cast<uint32_t>(table[(key >> shift) - table_first])) * page_bytes;
+    return args.cache + static_cast<uint64_t>(static_cast<uint32_t>(__ldg(table_row + (key >> shift)))) * page_bytes;
   };
   const auto issue = [&](int i) {
     const int first = step_first(i);
-    if (i < T::kWarpSteps && first < valid) {
+    if (first < block_end && first < valid) {
       const int slot = i % T::kStages;
       // Addresses first, then the copies back to back (ptxas pads each run of cp.async).
       const uint8_t* src[kPasses];
@@ -307,7 +303,7 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
         for (int pass = 0; pass < kPasses; ++pass) {
           const int s = first + kKeysPerPass * pass + pass_key;
           read[pass] = s < valid;
-          const int key = min(s, valid - 1);  // page-table entries are staged for valid keys only
+          const int key = min(s, valid - 1);  // the table may hold anything past the valid pages
           src[pass] = page_of(key) + ((key & offset_mask) * T::kRowBytes + 16 * chunk);
         }
         if constexpr (T::kFp8) {
@@ -345,9 +341,9 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
   for (int i = 0; i < T::kStages - 1; ++i) issue(i);
 
 #pragma unroll 1
-  for (int i = 0; i < T::kWarpSteps; ++i) {
+  for (int i = 0;; ++i) {
     const int first = step_first(i);
-    if (first >= max_context) break;  // uniform per warp; later steps start later still
+    if (first >= block_end) break;  // uniform per warp; later steps start later still
     issue(i + T::kStages - 1);
     wait_async<T::kStages - 1>();  // step i's group has landed
     __syncwarp();
@@ -455,15 +451,43 @@ const char* format_name(StorageFormat f) {
   return "unknown";
 }
 
+// Keys per block. A block's fixed cost (the query converted into shared memory, the first
+// step's latency before any tensor work) is paid once per block, so a row gets as few
+// blocks as fill the device: blocks_per_row x rows close to a whole number of waves of
+// `resident` blocks (at least 90% of the last wave used; the bench shape, 32 rows on 396
+// block slots: 12 blocks per row, 384 blocks in one wave, ~85 steps per warp). Runs 18-21
+// used 2,048 keys per block: 2,048 blocks, 5.2 waves, the setup paid 5-6 times per slot.
+// Which block scores a key does not change its score (each key's sum is formed by one quad
+// in a fixed order), so this choice cannot change a result bit.
+template <class T>
+int keys_per_block_for(const PagedLogitsArgs& args, int64_t resident) {
+  const int64_t rows = args.rows;
+  int64_t blocks_per_row = 1;
+  for (int64_t waves = 1; waves <= 16; ++waves) {
+    blocks_per_row = std::max<int64_t>(1, waves * resident / rows);
+    if (rows * blocks_per_row * 10 >= waves * resident * 9) break;
+  }
+  const int64_t most = (args.max_context + T::kMinKeysPerBlock - 1) / T::kMinKeysPerBlock;
+  blocks_per_row = std::min(blocks_per_row, most);
+  const int64_t keys = (args.max_context + blocks_per_row - 1) / blocks_per_row;
+  return static_cast<int>((keys + T::kKeysPerRound - 1) / T::kKeysPerRound * T::kKeysPerRound);
+}
+
 template <StorageFormat kKeyFormat, int kHeads, int kPiece>
 void launch_instance(const PagedLogitsArgs& args) {
   using T = MmaTraits<kKeyFormat, kHeads, kPiece>;
   const auto kernel = paged_logits_mma_kernel<T>;
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
              "paged_logits_mma_kernel shared memory size");
-  const dim3 grid(static_cast<unsigned>((args.max_context + T::kKeysPerBlock - 1) / T::kKeysPerBlock),
+  int device = 0, sms = 0, per_sm = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, T::kWarps * 32, T::kSmemBytes),
+             "paged_logits_mma_kernel occupancy");
+  const int keys_per_block = keys_per_block_for<T>(args, std::max(1, sms * per_sm));
+  const dim3 grid(static_cast<unsigned>((args.max_context + keys_per_block - 1) / keys_per_block),
                   static_cast<unsigned>(args.rows));
-  kernel<<<grid, T::kWarps * 32, T::kSmemBytes>>>(args);
+  kernel<<<grid, T::kWarps * 32, T::kSmemBytes>>>(args, keys_per_block);
 }
 
 template <StorageFormat kKeyFormat, int kPiece>
