@@ -51,7 +51,7 @@ verify="$out/$stamp-verify.log"
     "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_example_plugin.so" --recipe $recipe --cases 10000
     echo "exit $?"
   done
-  for recipe in dsv32-ref sglang-v4-fp8; do
+  for recipe in sglang-v4-fp8 sglang-v4-bf16; do  # the fp8 and the bf16 tensor-core kernel
     echo "== verify builtin-fast, $recipe"
     "$build/cli/dsa-fidelity" verify --kernel builtin-fast --recipe $recipe --cases 10000; echo "exit $?"
   done
