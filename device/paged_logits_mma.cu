@@ -18,7 +18,7 @@
 // Here each key byte is widened once (2 F2FP per key and warp) and the query once per block.
 //
 // Launch shape: grid (blocks per row, rows), 4 warps per block, 3 blocks per SM (53 KB of
-// shared memory each; 164 registers allow 3); a row's blocks take equal whole rounds of
+// shared memory each; <= 168 registers allow 3); a row's blocks take equal whole rounds of
 // steps, as few blocks as fill the device (keys_per_block_for). Each warp streams its
 // steps (32 fp8 / 16 bf16 keys: 4 KB of values either way) through its own ring of 2
 // cp.async stages: the next step (4.6 KB) is in flight while the warp computes this one,
@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
       const uint8_t* scale = nullptr;
       if (step_in_one_page) {
         const uint8_t* const page = page_of(first);
-        const int first_offset = first & offset_mask;  // + 31 stays inside the page
+        const int first_offset = first & offset_mask;  // + kKeysPerStep - 1 stays inside the page
 #pragma unroll
         for (int pass = 0; pass < kPasses; ++pass) {
           const int k = kKeysPerPass * pass + pass_key;
