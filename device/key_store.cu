@@ -299,16 +299,9 @@ key_store_kernel(const KeyStoreArgs args) {
 // caller caps the grid.
 template <ref::StorageFormat kFormat, int kLanes, class Path>
 unsigned grid_blocks(const KeyStoreArgs& args, int64_t tiles) {
-  const auto kernel = key_store_kernel<kFormat, kLanes, Path>;
-  constexpr int kSharedBytes = sizeof(KeyRing<kLanes>) * kWarpsPerBlock;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
-             "key_store_kernel shared memory");
-  int device = 0, sms = 0, per_sm = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreadsPerBlock, kSharedBytes),
-             "key_store_kernel occupancy");
-  int64_t blocks = std::min<int64_t>((tiles + kWarpsPerBlock - 1) / kWarpsPerBlock, std::max(1, sms * per_sm));
+  const int resident = resident_blocks(key_store_kernel<kFormat, kLanes, Path>, kThreadsPerBlock,
+                                       sizeof(KeyRing<kLanes>) * kWarpsPerBlock, "key_store_kernel");
+  int64_t blocks = std::min<int64_t>((tiles + kWarpsPerBlock - 1) / kWarpsPerBlock, resident);
   if (args.max_blocks > 0) blocks = std::min<int64_t>(blocks, args.max_blocks);
   return static_cast<unsigned>(blocks);
 }

@@ -33,9 +33,26 @@ inline void check_launch_args(const ref::QuantSpec& q, int page_size, const char
   }
 }
 
+// Blocks of `kernel` (threads per block, dynamic shared memory bytes) resident on the
+// current device at once, at least 1, after opting the kernel in to its shared memory.
+// Asked on every launch: a process may switch devices.
+template <class Kernel>
+int resident_blocks(Kernel kernel, int threads, int shared_bytes, const char* name) {
+  const std::string what(name);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
+             (what + " shared memory").c_str());
+  int device = 0, sms = 0, per_sm = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes),
+             (what + " occupancy").c_str());
+  return sms * per_sm > 1 ? sms * per_sm : 1;
+}
+
 // Calls f(std::integral_constant<int, L>{}) for a lane-group width L in {1, 2, 4, 8}
-// (api.h lanes_per_head; the launchers resolve kAutoLanesPerHead before calling this). Wider groups (16, 32 lanes per head) were measured slower
-// on every recipe (bench/results/LOG.md run 9) and are not compiled.
+// (api.h lanes_per_head; the launchers resolve kAutoLanesPerHead before calling this).
+// Wider groups (16, 32 lanes per head) were measured slower on every recipe
+// (bench/results/LOG.md run 9) and are not compiled.
 template <class F>
 void dispatch_lanes(int lanes_per_head, const char* kernel, F f) {
   switch (lanes_per_head) {

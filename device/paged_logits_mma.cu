@@ -477,14 +477,8 @@ template <StorageFormat kKeyFormat, int kHeads, int kPiece>
 void launch_instance(const PagedLogitsArgs& args) {
   using T = MmaTraits<kKeyFormat, kHeads, kPiece>;
   const auto kernel = paged_logits_mma_kernel<T>;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
-             "paged_logits_mma_kernel shared memory size");
-  int device = 0, sms = 0, per_sm = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, T::kWarps * 32, T::kSmemBytes),
-             "paged_logits_mma_kernel occupancy");
-  const int keys_per_block = keys_per_block_for<T>(args, std::max(1, sms * per_sm));
+  const int keys_per_block =
+      keys_per_block_for<T>(args, resident_blocks(kernel, T::kWarps * 32, T::kSmemBytes, "paged_logits_mma_kernel"));
   const dim3 grid(static_cast<unsigned>((args.max_context + keys_per_block - 1) / keys_per_block),
                   static_cast<unsigned>(args.rows));
   kernel<<<grid, T::kWarps * 32, T::kSmemBytes>>>(args, keys_per_block);
