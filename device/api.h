@@ -152,8 +152,8 @@ inline LogitRows decode_rows(const std::vector<int32_t>& context_lens, int next_
   return rows;
 }
 void launch_paged_logits(const PagedLogitsArgs& args);
-// The same on tensor cores (device/paged_logits_mma.cu): fp8 cache with fp8 queries
-// (widened exactly to f16), or a bf16 cache with fp8 or bf16 queries (bf16 MMA); fp32
+// The same on tensor cores (device/paged_logits_mma.cu, sm_90a wgmma): fp8 cache with fp8
+// queries (e4m3 MMA), or a bf16 cache with fp8 or bf16 queries (bf16 MMA); fp32
 // accumulation, 16/32/64 heads; other formats are refused (kBadInput). BOUNDED, not
 // byte-exact: the bounds and their derivation are in that file's header;
 // tests/device/paged_logits_gpu_test.cu checks them on every score.

@@ -1,63 +1,55 @@
 // File: paged_logits_mma.cu — the fast paged decode logits kernel (api.h
-// launch_paged_logits_fast) on tensor cores: mma.sync m16n8k16 with fp32 accumulators. One
-// kernel template, two key formats:
-//   kFp8E4m3fn cache (132 B/token): e4m3 keys and e4m3 queries, both widened to f16
-//     (every e4m3 value is an f16 value), f16 x f16 -> f32; the key scale after the head sum.
+// launch_paged_logits_fast) on Hopper's warpgroup tensor-core instruction (wgmma, sm_90a)
+// with fp32 accumulators. One kernel template, two key formats:
+//   kFp8E4m3fn cache (132 B/token): e4m3 keys x e4m3 queries (wgmma m64n64k32 .e4m3), the
+//     key scale after the head sum. This is the instruction DeepGEMM's fp8 paged MQA logits
+//     kernel runs, so the fast kernel has the accumulator a serving stack has.
 //   kBf16 cache (256 B/token; also kFp4SimulatedBf16, stored the same way): bf16 keys;
 //     queries as stored when bf16, widened exactly when e4m3 (every e4m3 value is a bf16
-//     value); bf16 x bf16 -> f32. The launcher refuses queries bf16 cannot hold exactly.
+//     value); wgmma m64n64k16 .bf16. The launcher refuses queries bf16 cannot hold exactly.
 // Same semantics, mask and output layout as the exact-order kernel (paged_logits.cu):
 //   logits[r][s] = k_scale[s] * sum_h ReLU(q[r][h] . k[s]) * w[r][h]  for s < row_valid[r],
 //   -inf for row_valid[r] <= s < max_context.
 // The contract is BOUNDED, not byte-exact (Numerics below); tests/device/
 // paged_logits_gpu_test.cu checks the bound on every score of every preset the kernel takes.
 //
-// Why f16 HMMA and not mma...e4m3: Hopper has no fp8 mma.sync in hardware. ptxas (CUDA 13.0,
-// sm_90a) lowers one m16n8k32 e4m3 mma.sync to 12 F2FP.F16.E4M3.UNPACK_B and two
-// HMMA.16816.F32 (nvdisasm), so a shared operand is unpacked again for every tile it meets.
-// Here each key byte is widened once (2 F2FP per key and warp) and the query once per block.
+// Launch shape: grid (blocks per row, rows); a block is one warpgroup (4 warps, 128
+// threads); a row's blocks take equal whole numbers of steps, as few blocks as fill the
+// device (keys_per_block_for). A block walks its keys in steps of 64 (wgmma's M): step i
+// lives in ring slot i % kStages, kStages - 1 steps are in flight (cp.async, every thread
+// copying its share) while the tensor core works on one. Per step and warp the loop issues
+// a handful of copies, one barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue, against
+// ~18 instructions per key of the mma.sync kernel this replaces (H200 runs 21-25: fp8
+// 0.195 ms = 68% of copy, held by the tensor pipe and the shared-memory reloads of the
+// query's fragments, which wgmma reads from shared memory itself).
 //
-// Launch shape: grid (blocks per row, rows), 4 warps per block, 3 blocks per SM (53 KB of
-// shared memory each; <= 168 registers allow 3); a row's blocks take equal whole rounds of
-// steps, as few blocks as fill the device (keys_per_block_for). Each warp streams its
-// steps (32 fp8 / 16 bf16 keys: 4 KB of values either way) through its own ring of 2
-// cp.async stages: the next step (4.6 KB) is in flight while the warp computes this one,
-// ~55 KB per SM (Little's law asks for ~4 TB/s / 132 SMs x ~1 us = 30 KB). Measured
-// (bench/results/LOG.md, fp8 | bf16 cache, decode 32 x 64 heads x 128K): 4 stages and 2
-// blocks per SM 0.241 | 0.435 ms (run 18), 2 stages and 3 blocks 0.224 | 0.421 (run 20),
-// whole 128-byte lines per copy instruction 0.195 | 0.303 (run 21), blocks sized to fill
-// the device 0.196 | 0.293 (run 24). The fp8 variant is now held by the tensor pipe (58%
-// of cycles) and the shared-memory reloads of the query's B fragments (59%, run 23).
+// Shared-memory operands (PTX ISA, "Shared Memory Matrix Layout", 128-byte swizzling,
+// K-major, which e4m3 wgmma requires for both operands): row r of a 64-row tile (a key of
+// the step, or a query head) has its 16-byte chunk c (dims 16c.. of fp8, 8c.. of bf16) at
+//   tile + (c / 8) x 8 KB + r x 128 + ((c mod 8) xor (r mod 8)) x 16,
+// in 1024-byte-aligned atoms of 8 rows x 128 bytes. A row's 8 chunks are then a permutation
+// of the 8 bank quads of its 128 bytes, so a warp's copy of 4 whole rows takes the minimum
+// 4 shared-memory wavefronts. A matrix descriptor (sw128_descriptor) names the tile by its
+// start address, the 1024-byte distance between 8-row groups and the swizzle mode; the
+// hardware applies the xor to the final address bits (4-6 with 7-9), so the k slice s of
+// 32 bytes (k32 e4m3 | k16 bf16) starts at tile + (s / 4) x 8 KB + (s mod 4) x 32.
+// The query tile always has 64 rows (wgmma's N): for 16 or 32 heads the rest are zero and
+// the epilogue reads only the real heads' columns.
 //
-// Fragment mapping (PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type";
-// g = lane / 4, t = lane % 4). M = 16 keys, N = 8 heads, K = 16 head dims per step, 8 steps:
-//   A (row-major keys): a0 = (key g, k 2t..2t+1), a1 = key g+8, a2 = (key g, k 2t+8..9), a3.
-//   B ("col" = the query rows): b0 = (k 2t..2t+1, head g), b1 = (k 2t+8..9, head g).
-//   C: c0, c1 = (key g, heads 2t, 2t+1), c2, c3 = (key g+8, the same heads).
-// The 128 dims may be permuted, the same way in A and B (the dot does not depend on the
-// order mathematically); each format takes the order its bytes arrive in:
-//   bf16: step s is dims 16s..16s+15 as they are: a0 <-> b0 = word 8s+t of the row (32-bit
-//     words of two bf16), a2 <-> b1 = word 8s+4+t.
-//   fp8: step s is bytes 16s..16s+15; lane t's 4-byte word 4s+t splits into its two byte
-//     pairs: a0 <-> b0 = f16x2 of bytes (16s+4t, +1), a2 <-> b1 = bytes (16s+4t+2, +3).
-// ldmatrix.x4 (b16 view of the bytes) gives lane (g, t) bytes 4t..4t+3 of row g of each of
-// four 8 x 16-byte matrices whose row addresses lanes 8j..8j+7 supply. A: matrices j = (keys
-// 0-7 | 8-15) x (bytes 32c..32c+15 | 32c+16..32c+31) of a key tile, so one ldmatrix is one
-// bf16 step (regs = a0..a3) or two fp8 steps (regs 0, 1: words of step 2c; 2, 3: step 2c+1).
-// B lives in shared memory as [step][b0 | b1][head][t] 32-bit words, ready for ldmatrix:
-// matrices (b0, b1) x (head tile 2p, 2p+1) of a step. Ring rows are 16 bytes longer than
-// a key (144 / 272): row r then starts in bank quad r mod 8, so the 8 rows of a matrix hit 8
-// different quads (no conflict), and the copies of 4 | 2 whole rows per instruction take the
-// minimum 4 shared-memory wavefronts.
+// Accumulator fragment (PTX ISA, "Register fragment for matrix D", m64nNk*): warp w, lane
+// (g = lane / 4, t = lane % 4): d[4n + c] = (key 16w + g, head 8n + 2t + c),
+// d[4n + 2 + c] = (key 16w + g + 8, the same head), c in {0, 1}.
 //
 // Numerics. Every product is exact in fp32 (e4m3 x e4m3: 4-bit significands; bf16 x bf16:
 // 8-bit), so the error comes from how the tensor core adds products, and from the fp32
 // epilogue. With M_h = sum_d |q_hd k_d| (every addend and partial sum is at most M_h):
-//  (a) fp8 cache: the published contract, kept for a native e4m3 path (wgmma keeps about 14
-//      bits, DeepSeek-V3 report §3.3.2): at least 13 significant bits kept when a step
-//      aligns its products, truncation; k = 4 x 32: each step's 32 products and the running
-//      sum add < 33 x 2^-12 M_h, so |dot_h - exact_h| <= 132 x 2^-12 M_h. The f16 HMMA that
-//      runs now meets it with a wide margin (its bound is (b)'s).
+//  (a) fp8 cache: Hopper's e4m3 accumulation keeps about 14 significant bits (DeepSeek-V3
+//      report §3.3.2, measured on H800). Model: one k32 instruction aligns its 32 products
+//      and the running sum to the largest of them, keeps at least 13 significant bits by
+//      truncation, and normalises once: 34 errors, each < 2^-12 M_h; 4 instructions over
+//      the 128 dims: |dot_h - exact_h| <= 136 x 2^-12 M_h. The model is an assumption about
+//      undocumented hardware, and the test is what holds it to account: it checks this
+//      bound on every score of every case (and reports the largest fraction of it used).
 //  (b) bf16 cache: the block-FMA model of Fasi, Higham, Mikaitis and Pranesh ("Numerical
 //      behavior of NVIDIA tensor cores", PeerJ CS 2021): products are added to the fp32
 //      accumulator in blocks of G >= 4, aligned to the block's largest addend with
@@ -69,18 +61,11 @@
 //      x k_scale: H + 4 roundings, each of a value bounded by W = sum_h |w_h| M_h (to first
 //      order). ReLU is 1-Lipschitz, so
 //        |fast - exact| <= k_scale x ( sum_h |w_h| E_h + (H + 4) x 2^-24 x W ),
-//      E_h from (a) or (b), k_scale = 1 for bf16. The test allows 4 x 34 (fp8) and 200 (bf16)
-//      in place of 132 and 192 for the second-order terms. Not covered: underflow (values
-//      below 2^-126; a tensor core may flush bf16 subnormal inputs and fp32 subnormal sums).
+//      E_h from (a) or (b), k_scale = 1 for bf16. The test takes 4 x 34 x 2^-12 (fp8) and
+//      200 x 2^-23 (bf16; 8 for second-order terms). Not covered: underflow (values below
+//      2^-126; a tensor core may flush bf16 subnormal inputs and fp32 subnormal sums).
 // Deterministic: fixed orders everywhere, no atomics; each key's quad sum is formed in one
 // fixed order (see the epilogue).
-//
-// Instructions per key and warp, 64 heads (SASS of the loop, fp8 | bf16 cache): HMMA 4 | 4,
-// F2FP 2 | 0, ldmatrix 1.25 | 2.5 (B is reloaded once per step of 32 | 16 keys), FMNMX + FFMA
-// 4 | 4, everything else (copies and their addresses, quad sum, store, loop) ~3.8 | ~5:
-// ~15 | ~15.5 in all (the old heads-as-M e4m3 kernel: 47). The floor of this design is the
-// 4 HMMA + 4 epilogue instructions per key; sm_90a's wgmma (native e4m3, 64 keys per
-// instruction) would remove most of the first 4 and the F2FP.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -106,38 +91,35 @@ using ref::StorageFormat;
 // 16 bytes when every key row is 16-byte aligned (a 16-byte aligned cache; fp8 pages of at
 // least 4 tokens), else 4 (fp8 pages of 1 or 2 tokens: 132 B/token rows are 4-byte aligned).
 template <StorageFormat kKeyFormat, int kHeadCount, int kPiece>
-struct MmaTraits {
+struct WgmmaTraits {
   static constexpr bool kFp8 = kKeyFormat == StorageFormat::kFp8E4m3fn;
   static constexpr int kHeads = kHeadCount;
   static constexpr int kPieceBytes = kPiece;
-  static constexpr int kHeadTiles = kHeads / 8;   // n8 tiles
-  static constexpr int kRowBytes = kFp8 ? 128 : 256;  // key values per token
-  static constexpr int kScaleBytes = kFp8 ? 4 : 0;    // the fp8 key's fp32 scale
-  static constexpr int kRowStride = kRowBytes + 16;   // ring row: see "Ring rows" above
-  static constexpr int kKSteps = kHeadDim / 16;       // m16n8k16 steps: 8
-  static constexpr int kLdmPerRow = kRowBytes / 32;   // A ldmatrix.x4 per key tile: 4 | 8
-  static constexpr int kStepsPerLdm = kKSteps / kLdmPerRow;  // 2 | 1
-  // fp8: two key tiles per step halve the B reloads (1 ldmatrix per key, not 2) for 32 more
-  // accumulator registers; bf16 keys are twice the bytes, so one tile is the same 4 KB step.
-  static constexpr int kKeyTiles = kFp8 ? 2 : 1;
-  static constexpr int kKeysPerStep = 16 * kKeyTiles;
-  static constexpr int kWarps = 4;
-  static constexpr int kStages = 2;  // ring slots per warp: 1 step in flight
-  static constexpr int kBlocksPerSm = 3;  // registers (<= 168, __launch_bounds__) and shared memory allow
-  static constexpr int kKeysPerRound = kWarps * kKeysPerStep;  // a block's keys are whole rounds of steps
-  static constexpr int kMinKeysPerBlock = 4 * kKeysPerRound;    // four steps a warp, at least
-  // Dynamic shared memory, in this order (all multiples of 16 bytes).
-  static constexpr int kQueryBytes = kKSteps * 2 * kHeads * 16;  // B words [step][b0|b1][head][t]
-  static constexpr int kStepBytes = kKeysPerStep * kRowStride;
-  static constexpr int kRingBytes = kWarps * kStages * kStepBytes;
-  static constexpr int kScaleRingBytes = kWarps * kStages * kKeysPerStep * kScaleBytes;
-  static constexpr int kSmemBytes = kQueryBytes + kRingBytes + kScaleRingBytes;
+  static constexpr int kHeadTiles = kHeads / 8;        // 8-head column groups the epilogue reads
+  static constexpr int kRowBytes = kFp8 ? 128 : 256;   // key values per token
+  static constexpr int kScaleBytes = kFp8 ? 4 : 0;     // the fp8 key's fp32 scale
+  static constexpr int kChunksPerRow = kRowBytes / 16;
+  static constexpr int kKeysPerStep = 64;              // wgmma M; the query tile's N is 64 too
+  static constexpr int kThreads = 128;                 // one warpgroup
+  static constexpr int kAtomColumnBytes = 64 * 128;    // 128 bytes of each of a tile's 64 rows
+  static constexpr int kTileBytes = 64 * kRowBytes;    // a step of keys, or the query
+  static constexpr int kSlices = kRowBytes / 32;       // wgmma per step: k32 e4m3 | k16 bf16
+  // Ring slots and blocks per SM: fp8 4 x 8 KB and 5 blocks (3 steps = 25 KB in flight per
+  // block), bf16 3 x 16 KB and 3 blocks (32 KB per block); Little's law asks for ~30 KB per
+  // SM (~4 TB/s / 132 SMs x ~1 us).
+  static constexpr int kStages = kFp8 ? 4 : 3;
+  static constexpr int kBlocksPerSm = kFp8 ? 5 : 3;
+  static constexpr int kKeysPerRound = kKeysPerStep;          // a block's keys are whole steps
+  static constexpr int kMinKeysPerBlock = 4 * kKeysPerStep;  // four steps a block, at least
+  // Dynamic shared memory: 1 KB of slack to align the tiles to 1024 bytes (swizzle atoms),
+  // the query tile, the ring, the ring's key scales.
+  static constexpr int kScaleRingBytes = kStages * kKeysPerStep * kScaleBytes;
+  static constexpr int kSmemBytes = 1024 + kTileBytes + kStages * kTileBytes + kScaleRingBytes;
 
-  static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64, "head tiles come in pairs (one B ldmatrix)");
+  static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64, "at most wgmma's N = 64 heads");
   static_assert(kPieceBytes == 16 || kPieceBytes == 4, "cp.async pieces of 16 or 4 bytes");
-  static_assert(kKSteps == kLdmPerRow * kStepsPerLdm, "the ldmatrix loads cover the 128 dims");
-  static_assert((kRowStride / 16) % 8 == 1, "consecutive ring rows start in consecutive bank quads");
-  static_assert(kKeysPerStep * kRowBytes % 512 == 0, "a step is whole passes (16 bytes a lane)");
+  static_assert(kThreads % kChunksPerRow == 0 && (kThreads / kChunksPerRow) % 8 == 0,
+                "a thread's rows of a step share their row mod 8, so its swizzled chunk is fixed");
   static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kBlocksPerSm blocks fit an SM (228 KB, 1 KB reserved per block)");
 };
 
@@ -145,44 +127,58 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Four 8 x 8 b16 matrices from shared memory; lanes 8j..8j+7 give the row addresses of matrix j.
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+// Byte offset of 16-byte chunk c of row r in a 64-row tile (the header's layout).
+__device__ __forceinline__ uint32_t sw128_offset(int r, int c) {
+  return (c / 8) * (64 * 128) + r * 128 + (((c % 8) ^ (r % 8)) << 4);
 }
 
-// D += A * B for one m16n8k16 tile, f16 (fp8 cache) or bf16 operands, fp32 accumulators.
-template <bool kF16>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  if constexpr (kF16) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// wgmma matrix descriptor of a K-major 128-byte-swizzled operand starting at `address`
+// (PTX ISA, "Matrix Descriptor Format"): bits 0-13 address / 16, 16-29 leading byte offset
+// / 16 (unused by swizzled K-major layouts; 1 by convention), 32-45 stride byte offset / 16
+// (1024: the next 8 rows), 62-63 swizzle mode (1: 128 bytes). Base offset 0: every atom is
+// 1024-byte aligned.
+__device__ __forceinline__ uint64_t sw128_descriptor(uint32_t address) {
+  constexpr uint64_t kLeading = 1, kStride = 1024 >> 4, kSwizzle128 = 1;
+  return static_cast<uint64_t>((address & 0x3FFFFu) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle128 << 62);
+}
+
+// D (+)= A x B for a 64 x 64 tile and one k slice, A and B from shared memory; accumulate
+// false overwrites D. The instruction is asynchronous: wgmma_wait_all before D is read.
+#define DSAF_WGMMA_64X64(INSTRUCTION, OPERANDS)                                                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" INSTRUCTION                                       \
+               " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+               "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1" OPERANDS ";\n}\n"      \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),  \
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),        \
+                 "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),      \
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),      \
+                 "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                           \
+               : "l"(a), "l"(b), "r"(static_cast<int>(accumulate))                                                 \
+               : "memory")
+template <bool kFp8>
+__device__ __forceinline__ void wgmma_64x64(float (&d)[32], uint64_t a, uint64_t b, bool accumulate) {
+  if constexpr (kFp8) {
+    // (e4m3 has no transpose operands: both K-major)
+    DSAF_WGMMA_64X64("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", "");
   } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    DSAF_WGMMA_64X64("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", ", 0, 0");  // both K-major
   }
 }
+#undef DSAF_WGMMA_64X64
 
-// e4m3 codes as f16 (exact): a pair of codes (bits 0-15) as an f16x2, and the two pairs of
-// a word as two f16x2 (bytes 0-1 -> lo, 2-3 -> hi). Keys and queries go through the same
-// cvt, so whatever order it gives the two halves of a pair, it is the same on both sides
-// of every product. ptxas makes each cvt one F2FP.F16.E4M3.UNPACK_B (reading .H1 for hi).
-__device__ __forceinline__ unsigned e4m3x2_to_f16x2(uint16_t pair) {
-  unsigned r;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(r) : "h"(pair));
-  return r;
+// Orders this warp's earlier register accesses of the accumulators before the next wgmma.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// The compiler does not know that wgmma writes the accumulators in the background: each
+// is passed through an empty asm after the wait, so no read of it moves above the wait.
+__device__ __forceinline__ void pin_accumulators(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-__device__ __forceinline__ void e4m3x4_to_f16x4(unsigned word, unsigned& lo, unsigned& hi) {
-  // The split inside the asm lets ptxas read the high pair as word.H1 (no shift).
-  asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}\n"
-      : "=r"(lo), "=r"(hi)
-      : "r"(word));
-}
+// Makes this thread's shared-memory writes (st.shared, cp.async: the generic proxy) visible
+// to the tensor core's reads (the async proxy); a barrier then publishes them to the warpgroup.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // One e4m3 code as a bf16 (exact: 3 mantissa bits, exponents 2^-9..2^8), through f16 and f32.
 __device__ __forceinline__ unsigned e4m3_to_bf16_bits(unsigned code) {
@@ -190,57 +186,63 @@ __device__ __forceinline__ unsigned e4m3_to_bf16_bits(unsigned code) {
   return __float_as_uint(__half2float(__half(h))) >> 16;  // exact: the low 16 bits are zero
 }
 
-// B word (step s, plane 0 = b0 | 1 = b1, lane t) of a query head `q` in its stored form: the
-// pair of dims the header's mapping gives it, in the kernel's operand type (f16 | bf16).
+// 16-byte chunk c of query head `q` as the kernel's B operand row: the stored bytes (e4m3
+// for an fp8 cache, bf16 as stored for a bf16 one), or e4m3 dims 8c..8c+7 widened to bf16.
 template <class T>
-__device__ __forceinline__ unsigned query_b_word(const uint8_t* q, StorageFormat q_format, int s, int plane, int t) {
-  if constexpr (T::kFp8) {
-    const int d = 16 * s + 4 * t + 2 * plane;  // bytes d, d + 1 of the e4m3 row
-    return e4m3x2_to_f16x2(*reinterpret_cast<const uint16_t*>(q + d));
-  } else {
-    const int d = 16 * s + 8 * plane + 2 * t;  // bf16 dims d, d + 1; the low half is dim d
-    if (q_format == StorageFormat::kFp8E4m3fn) return e4m3_to_bf16_bits(q[d]) | (e4m3_to_bf16_bits(q[d + 1]) << 16);
-    return *reinterpret_cast<const unsigned*>(q + 2 * d);  // bf16 (or fp4-simulated bf16) as stored
+__device__ __forceinline__ uint4 query_chunk(const uint8_t* q, StorageFormat q_format, int c) {
+  unsigned w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (!T::kFp8 && q_format == StorageFormat::kFp8E4m3fn) {
+      const int d = 8 * c + 2 * j;  // the low half is dim d
+      w[j] = e4m3_to_bf16_bits(q[d]) | (e4m3_to_bf16_bits(q[d + 1]) << 16);
+    } else {
+      w[j] = reinterpret_cast<const unsigned*>(q + 16 * c)[j];  // 4-byte aligned (the launcher checks)
+    }
   }
+  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_mma_kernel(const PagedLogitsArgs args, const int keys_per_block) {
-  constexpr int kThreads = T::kWarps * 32;
-  extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* const query_words = smem;  // B fragments
-  uint8_t* const rings = smem + T::kQueryBytes;  // [warp][slot][key][kRowStride]
-  float* const scale_rings = reinterpret_cast<float*>(rings + T::kRingBytes);  // [warp][slot][key]
+__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma_kernel(const PagedLogitsArgs args, const int keys_per_block) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  // Tiles from the first 1024-byte boundary (the slack is in kSmemBytes).
+  const uint32_t smem_base = smem_address(smem);
+  const uint32_t pad = ((smem_base + 1023u) & ~1023u) - smem_base;
+  uint8_t* const query_tile = smem + pad;
+  const uint32_t query_address = smem_base + pad;
+  const uint32_t ring = query_address + T::kTileBytes;  // [slot][64-key tile]
+  const uint32_t scale_ring = ring + T::kStages * T::kTileBytes;  // [slot][key] fp32
+  const float* const scales = reinterpret_cast<const float*>(query_tile + (1 + T::kStages) * T::kTileBytes);
 
   const int row = blockIdx.y;
   const int b = args.row_seq[row];
   const int valid = args.row_valid[row];  // keys [0, valid) of sequence b; max_context <= 2^30
   const int max_context = static_cast<int>(args.max_context);
-  const int block_first = static_cast<int>(blockIdx.x) * keys_per_block;  // a multiple of kKeysPerRound
+  const int block_first = static_cast<int>(blockIdx.x) * keys_per_block;  // a multiple of 64
   const int block_end = min(block_first + keys_per_block, max_context);
   float* const out = args.logits + static_cast<int64_t>(row) * args.max_context;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int thread = threadIdx.x, lane = thread % 32, warp = thread / 32;
   const int g = lane / 4, t = lane % 4;
 
   // 1. A block wholly past the row's valid keys only writes -inf.
   if (block_first >= valid) {
-    for (int s = block_first + static_cast<int>(threadIdx.x); s < block_end; s += kThreads) out[s] = -INFINITY;
+    for (int s = block_first + thread; s < block_end; s += T::kThreads) out[s] = -INFINITY;
     return;
   }
 
-  // 2. The block's shared inputs: the query as B words ([step][plane][head][t], word i at
-  //    byte 4i); this lane's head weights.
+  // 2. The block's shared inputs: the query tile (heads past kHeads zero), this lane's head weights.
   const int q_head_bytes = args.q_format == StorageFormat::kFp8E4m3fn ? 128 : 256;  // e4m3 or bf16 values
   const uint8_t* const q_row = args.q_values + static_cast<int64_t>(row) * T::kHeads * q_head_bytes;
-  // (Loops of fixed trip count, unrolled: every thread's loads are in flight at once.)
-  static_assert(T::kQueryBytes / 4 % kThreads == 0, "whole rounds");
+  constexpr int kQueryChunks = 64 * T::kChunksPerRow;
+  static_assert(kQueryChunks % T::kThreads == 0, "whole rounds");
 #pragma unroll
-  for (int round = 0; round < T::kQueryBytes / 4 / kThreads; ++round) {
-    const int i = round * kThreads + threadIdx.x;
-    const int tt = i % 4, h = (i / 4) % T::kHeads, plane = (i / (4 * T::kHeads)) % 2, s = i / (8 * T::kHeads);
-    const uint8_t* const q_head = q_row + h * q_head_bytes;
-    reinterpret_cast<unsigned*>(query_words)[i] = query_b_word<T>(q_head, args.q_format, s, plane, tt);
+  for (int round = 0; round < kQueryChunks / T::kThreads; ++round) {  // every thread's loads in flight at once
+    const int i = round * T::kThreads + thread, h = i / T::kChunksPerRow, c = i % T::kChunksPerRow;
+    const uint4 chunk = h < T::kHeads ? query_chunk<T>(q_row + h * q_head_bytes, args.q_format, c) : make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<uint4*>(query_tile + sw128_offset(h, c)) = chunk;
   }
+  fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
   const int shift = __ffs(args.page_size) - 1;  // log2 P (the launcher checks P is a power of two)
   // Page-table entries are read where a step's copies are issued, through L1: a row's
   // entries are contiguous, so one 128-byte line serves 32 pages (2,048 keys at page 64).
@@ -253,33 +255,27 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
   }
   __syncthreads();
 
-  // 3. This warp's steps: step i holds keys step_first(i) + [0, kKeysPerStep) and lives in
-  //    ring slot i % kStages. A key row is copied by kLanesPerKey consecutive lanes, 16 bytes
-  //    each (in 4-byte pieces when kPieceBytes is 4), so one cp.async instruction reads
-  //    whole 128-byte lines of kKeysPerPass keys and L2 serves each line in one request.
-  //    (Two lanes per key, runs 18-20, asked for one 32-byte sector of each of 16 lines per
-  //    instruction: four requests per line; ncu run 19 had the L2 78% busy at 49% DRAM.)
-  //    Keys past `valid` are zero-filled from an address that is valid and not read, and
-  //    steps wholly past it copy nothing. fp8: lane l also copies key l's scale.
-  constexpr int kLanesPerKey = T::kRowBytes / 16, kKeysPerPass = 32 / kLanesPerKey;
-  constexpr int kPasses = T::kKeysPerStep / kKeysPerPass;
-  static_assert(!T::kFp8 || T::kKeysPerStep == 32, "one scale per lane");
-  const int step_stride = T::kWarps * T::kKeysPerStep;
-  const int warp_first = block_first + warp * T::kKeysPerStep;  // then every kWarps-th step
-  const auto step_first = [&](int i) { return warp_first + i * step_stride; };
-  const int pass_key = lane / kLanesPerKey, chunk = lane % kLanesPerKey;
-  const uint32_t ring = smem_address(rings + warp * T::kStages * T::kStepBytes);
-  const uint32_t dst_lane = ring + pass_key * T::kRowStride + 16 * chunk;
-  const uint32_t scale_lane = smem_address(scale_rings + warp * T::kStages * T::kKeysPerStep + lane);
+  // 3. The block's steps: step i holds keys block_first + 64 i + [0, 64) in ring slot
+  //    i % kStages. Chunk c of a key row is copied by thread c + kChunksPerRow x (key mod
+  //    kKeysPerPass), 16 bytes (in 4-byte pieces when kPieceBytes is 4), so one warp
+  //    instruction reads whole 128-byte lines and L2 serves each line in one request (runs
+  //    18-21: one sector of many lines per instruction kept the L2 busy at half the DRAM
+  //    rate). Keys past `valid` are zero-filled from an address that is valid and not read;
+  //    steps wholly past it copy nothing. fp8: thread k < 64 also copies key k's scale.
+  constexpr int kKeysPerPass = T::kThreads / T::kChunksPerRow, kPasses = T::kKeysPerStep / kKeysPerPass;
+  const int pass_key = thread / T::kChunksPerRow, chunk = thread % T::kChunksPerRow;
+  // Every key pass_key + kKeysPerPass x j has the row mod 8 of pass_key: one swizzled offset.
+  const uint32_t dst_thread = ring + sw128_offset(pass_key, chunk);
   const uint32_t page_bytes = static_cast<uint32_t>(args.page_size) * (T::kRowBytes + T::kScaleBytes);
   const uint32_t scale_region = static_cast<uint32_t>(args.page_size) * T::kRowBytes;
   const int offset_mask = args.page_size - 1;
-  // Steps start at multiples of kKeysPerStep, so with pages at least that long a step lies
-  // in one page: one page-table read per step instead of one per pass.
+  // Steps start at multiples of 64, so with pages at least that long a step lies in one
+  // page: one page-table read per step instead of one per key.
   const bool step_in_one_page = args.page_size >= T::kKeysPerStep;
   const auto page_of = [&](int key) {  // the page of a valid key
     return args.cache + static_cast<uint64_t>(static_cast<uint32_t>(__ldg(table_row + (key >> shift)))) * page_bytes;
   };
+  const auto step_first = [&](int i) { return block_first + i * T::kKeysPerStep; };
   const auto issue = [&](int i) {
     const int first = step_first(i);
     if (first < block_end && first < valid) {
@@ -290,52 +286,45 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
       const uint8_t* scale = nullptr;
       if (step_in_one_page) {
         const uint8_t* const page = page_of(first);
-        const int first_offset = first & offset_mask;  // + kKeysPerStep - 1 stays inside the page
+        const int first_offset = first & offset_mask;  // + 63 stays inside the page
 #pragma unroll
-        for (int pass = 0; pass < kPasses; ++pass) {
-          const int k = kKeysPerPass * pass + pass_key;
-          read[pass] = first + k < valid;
-          src[pass] = page + ((first_offset + k) * T::kRowBytes + 16 * chunk);
+        for (int j = 0; j < kPasses; ++j) {
+          const int k = pass_key + kKeysPerPass * j;
+          read[j] = first + k < valid;
+          src[j] = page + ((first_offset + k) * T::kRowBytes + 16 * chunk);
         }
-        if constexpr (T::kFp8) scale = page + (scale_region + (first_offset + lane) * T::kScaleBytes);
+        if constexpr (T::kFp8) scale = page + (scale_region + (first_offset + thread % 64) * T::kScaleBytes);
       } else {
 #pragma unroll
-        for (int pass = 0; pass < kPasses; ++pass) {
-          const int s = first + kKeysPerPass * pass + pass_key;
-          read[pass] = s < valid;
+        for (int j = 0; j < kPasses; ++j) {
+          const int s = first + pass_key + kKeysPerPass * j;
+          read[j] = s < valid;
           const int key = min(s, valid - 1);  // the table may hold anything past the valid pages
-          src[pass] = page_of(key) + ((key & offset_mask) * T::kRowBytes + 16 * chunk);
+          src[j] = page_of(key) + ((key & offset_mask) * T::kRowBytes + 16 * chunk);
         }
         if constexpr (T::kFp8) {
-          const int key = min(first + lane, valid - 1);
+          const int key = min(first + thread % 64, valid - 1);
           scale = page_of(key) + (scale_region + (key & offset_mask) * T::kScaleBytes);
         }
       }
 #pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        const uint32_t dst = dst_lane + slot * T::kStepBytes + kKeysPerPass * pass * T::kRowStride;
+      for (int j = 0; j < kPasses; ++j) {
+        const uint32_t dst = dst_thread + slot * T::kTileBytes + kKeysPerPass * j * 128;
 #pragma unroll
-        for (int k = 0; k < 16 / T::kPieceBytes; ++k) {
-          copy_async<T::kPieceBytes>(dst + T::kPieceBytes * k, src[pass] + T::kPieceBytes * k, read[pass]);
+        for (int p = 0; p < 16 / T::kPieceBytes; ++p) {
+          copy_async<T::kPieceBytes>(dst + T::kPieceBytes * p, src[j] + T::kPieceBytes * p, read[j]);
         }
       }
-      if constexpr (T::kFp8) copy_async<4>(scale_lane + 4 * slot * T::kKeysPerStep, scale, first + lane < valid);
+      if constexpr (T::kFp8) {
+        if (thread < 64) copy_async<4>(scale_ring + 4 * (slot * T::kKeysPerStep + thread), scale, first + thread < valid);
+      }
     }
     commit_async();  // an empty group keeps the group count uniform
   };
 
-  // Per-lane parts of the ldmatrix addresses (see the header): A row 16m + (lane & 7) +
-  // 8 ((lane >> 3) & 1), byte 16 (lane >> 4) + 32c; B word row (plane (lane >> 3) & 1,
-  // head 8 (2p + (lane >> 4)) + (lane & 7)) of step s.
-  const uint32_t a_lane = ring + ((lane & 7) + 8 * ((lane >> 3) & 1)) * T::kRowStride + 16 * (lane >> 4);
-  const uint32_t b_lane =
-      smem_address(query_words) + (((lane >> 3) & 1) * T::kHeads + 8 * (lane >> 4) + (lane & 7)) * 16;
-  // The key this lane stores after the quad reduction (see there), and where.
-  constexpr int kValues = 2 * T::kKeyTiles;  // per lane: keys g and g + 8 of each key tile
-  const int store_key = 16 * (t % kValues / 2) + 8 * (t % 2) + g;
-  const bool stores = t < kValues;
-  float* const out_lane = out + warp_first + store_key;
-  const float* const scale_store = scale_rings + warp * T::kStages * T::kKeysPerStep + store_key;
+  // The key this lane stores after the quad reduction (see there).
+  const int store_key = 16 * warp + 8 * t + g;  // t < 2
+  float acc[32];
 
 #pragma unroll
   for (int i = 0; i < T::kStages - 1; ++i) issue(i);
@@ -343,98 +332,55 @@ __global__ void __launch_bounds__(T::kWarps * 32, T::kBlocksPerSm) paged_logits_
 #pragma unroll 1
   for (int i = 0;; ++i) {
     const int first = step_first(i);
-    if (first >= block_end) break;  // uniform per warp; later steps start later still
+    if (first >= block_end) break;  // uniform per block
+    wait_async<T::kStages - 2>();   // this thread's copies of step i have landed
+    fence_proxy_async();            // ... for the tensor core
+    // Every thread's copies of step i are visible, and every thread is past step i - 1's
+    // wgmma_wait_all: its slot may be refilled.
+    __syncthreads();
     issue(i + T::kStages - 1);
-    wait_async<T::kStages - 1>();  // step i's group has landed
-    __syncwarp();
     const int slot = i % T::kStages;
 
     if (first >= valid) {  // a wholly masked step
-      for (int key = lane; key < T::kKeysPerStep; key += 32) {
-        if (first + key < max_context) out[first + key] = -INFINITY;
-      }
-      continue;  // the slot was not written: no __syncwarp needed before it is refilled
+      if (thread < T::kKeysPerStep && first + thread < max_context) out[first + thread] = -INFINITY;
+      continue;
     }
 
-    // Dots: acc[m][n] = keys 16m.. x heads 8n.. over the 8 steps.
-    float acc[T::kKeyTiles][T::kHeadTiles][4];
+    // Dots: acc = keys x heads of this step, over the kSlices k slices.
+    wgmma_fence();
+    const uint32_t key_tile = ring + slot * T::kTileBytes;
 #pragma unroll
-    for (int m = 0; m < T::kKeyTiles; ++m) {
-#pragma unroll
-      for (int n = 0; n < T::kHeadTiles; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+    for (int s = 0; s < T::kSlices; ++s) {
+      const uint32_t k_offset = (s / 4) * T::kAtomColumnBytes + (s % 4) * 32;
+      wgmma_64x64<T::kFp8>(acc, sw128_descriptor(key_tile + k_offset), sw128_descriptor(query_address + k_offset), s > 0);
     }
-    const uint32_t a_step = a_lane + slot * T::kStepBytes;
-#pragma unroll
-    for (int c = 0; c < T::kLdmPerRow; ++c) {
-      unsigned raw[T::kKeyTiles][4];
-#pragma unroll
-      for (int m = 0; m < T::kKeyTiles; ++m) ldmatrix_x4(raw[m], a_step + m * 16 * T::kRowStride + 32 * c);
-#pragma unroll
-      for (int e = 0; e < T::kStepsPerLdm; ++e) {
-        const int s = c * T::kStepsPerLdm + e;
-        unsigned a[T::kKeyTiles][4];
-#pragma unroll
-        for (int m = 0; m < T::kKeyTiles; ++m) {
-          if constexpr (T::kFp8) {  // regs 2e (keys g) and 2e + 1 (keys g + 8) hold step s
-            e4m3x4_to_f16x4(raw[m][2 * e], a[m][0], a[m][2]);
-            e4m3x4_to_f16x4(raw[m][2 * e + 1], a[m][1], a[m][3]);
-          } else {
-            a[m][0] = raw[m][0], a[m][1] = raw[m][1], a[m][2] = raw[m][2], a[m][3] = raw[m][3];
-          }
-        }
-#pragma unroll
-        for (int p = 0; p < T::kHeadTiles / 2; ++p) {
-          unsigned bw[4];  // b0, b1 of head tile 2p, then of 2p + 1
-          ldmatrix_x4(bw, b_lane + (s * 2 * T::kHeads + 16 * p) * 16);
-#pragma unroll
-          for (int m = 0; m < T::kKeyTiles; ++m) {
-            mma_16816<T::kFp8>(acc[m][2 * p], a[m], bw[0], bw[1]);
-            mma_16816<T::kFp8>(acc[m][2 * p + 1], a[m], bw[2], bw[3]);
-          }
-        }
-      }
-    }
+    wgmma_commit();
+    wgmma_wait_all();
+    pin_accumulators(acc);
 
     // Epilogue: ReLU, times the head weight into a running sum over the lane's heads:
-    // v[2m] for key 16m + g, v[2m + 1] for key 16m + 8 + g.
-    float v[kValues];
+    // v0 for key 16w + g, v1 for key 16w + g + 8.
+    float v0 = 0.0f, v1 = 0.0f;
 #pragma unroll
-    for (int m = 0; m < T::kKeyTiles; ++m) {
-      v[2 * m] = 0.0f, v[2 * m + 1] = 0.0f;
+    for (int n = 0; n < T::kHeadTiles; ++n) {
 #pragma unroll
-      for (int n = 0; n < T::kHeadTiles; ++n) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          v[2 * m] = __fmaf_rn(fmaxf(acc[m][n][c], 0.0f), w[n][c], v[2 * m]);  // fmaxf(NaN, 0) = 0, as score.cc
-          v[2 * m + 1] = __fmaf_rn(fmaxf(acc[m][n][2 + c], 0.0f), w[n][c], v[2 * m + 1]);
-        }
+      for (int c = 0; c < 2; ++c) {
+        v0 = __fmaf_rn(fmaxf(acc[4 * n + c], 0.0f), w[n][c], v0);  // fmaxf(NaN, 0) = 0, as score.cc
+        v1 = __fmaf_rn(fmaxf(acc[4 * n + 2 + c], 0.0f), w[n][c], v1);
       }
     }
-    // Sum over the quad (lanes t = 0..3 hold the same keys, different heads), scattering
-    // the sums: afterwards lane t holds the total of v[t % kValues], formed from the lanes'
-    // partial sums p_t as (p0 + p2) + (p1 + p3) (kValues 4) or (p0 + p1) + (p2 + p3)
-    // (kValues 2; lanes t and t ^ 2 add the same two pairs: fadd is commutative).
-    float sum;
-    if constexpr (kValues == 4) {
-      const bool up2 = t & 2, up1 = t & 1;
-      const float keep0 = up2 ? v[2] : v[0], keep1 = up2 ? v[3] : v[1];
-      const float give0 = up2 ? v[0] : v[2], give1 = up2 ? v[1] : v[3];
-      const float pair0 = __fadd_rn(keep0, __shfl_xor_sync(kFullMask, give0, 2));
-      const float pair1 = __fadd_rn(keep1, __shfl_xor_sync(kFullMask, give1, 2));
-      sum = __fadd_rn(up1 ? pair1 : pair0, __shfl_xor_sync(kFullMask, up1 ? pair0 : pair1, 1));
-    } else {
-      const bool up1 = t & 1;
-      const float pair = __fadd_rn(up1 ? v[1] : v[0], __shfl_xor_sync(kFullMask, up1 ? v[0] : v[1], 1));
-      sum = __fadd_rn(pair, __shfl_xor_sync(kFullMask, pair, 2));
-    }
-    // Lane (g, t < kValues) stores key store_key = 16 (t / 2) + 8 (t % 2) + g: every key of
-    // the step once.
+    // Sum over the quad (lanes t = 0..3 hold the same keys, different heads): lane t ends
+    // with the total of its key 16w + 8 (t % 2) + g, formed from the lanes' partial sums
+    // p_0..p_3 as (p0 + p1) + (p2 + p3) (lanes t and t ^ 2 add the same pairs: fadd is
+    // commutative).
+    const bool up1 = t & 1;
+    const float pair = __fadd_rn(up1 ? v1 : v0, __shfl_xor_sync(kFullMask, up1 ? v0 : v1, 1));
+    float sum = __fadd_rn(pair, __shfl_xor_sync(kFullMask, pair, 2));
     const int s = first + store_key;
-    if (stores && s < max_context) {
-      if constexpr (T::kFp8) sum = __fmul_rn(sum, scale_store[slot * T::kKeysPerStep]);
-      out_lane[i * step_stride] = s < valid ? sum : -INFINITY;
+    if (t < 2 && s < max_context) {
+      if constexpr (T::kFp8) sum = __fmul_rn(sum, scales[slot * T::kKeysPerStep + store_key]);
+      out[s] = s < valid ? sum : -INFINITY;
     }
-    __syncwarp();  // the slot is refilled by a later step's issue
   }
   wait_async<0>();  // nothing may be in flight into shared memory at exit
 }
@@ -475,13 +421,13 @@ int keys_per_block_for(const PagedLogitsArgs& args, int64_t resident) {
 
 template <StorageFormat kKeyFormat, int kHeads, int kPiece>
 void launch_instance(const PagedLogitsArgs& args) {
-  using T = MmaTraits<kKeyFormat, kHeads, kPiece>;
+  using T = WgmmaTraits<kKeyFormat, kHeads, kPiece>;
   const auto kernel = paged_logits_mma_kernel<T>;
   const int keys_per_block =
-      keys_per_block_for<T>(args, resident_blocks(kernel, T::kWarps * 32, T::kSmemBytes, "paged_logits_mma_kernel"));
+      keys_per_block_for<T>(args, resident_blocks(kernel, T::kThreads, T::kSmemBytes, "paged_logits_mma_kernel"));
   const dim3 grid(static_cast<unsigned>((args.max_context + keys_per_block - 1) / keys_per_block),
                   static_cast<unsigned>(args.rows));
-  kernel<<<grid, T::kWarps * 32, T::kSmemBytes>>>(args, keys_per_block);
+  kernel<<<grid, T::kThreads, T::kSmemBytes>>>(args, keys_per_block);
 }
 
 template <StorageFormat kKeyFormat, int kPiece>
@@ -527,7 +473,7 @@ void launch_paged_logits_fast(const PagedLogitsArgs& args) {
   if (reinterpret_cast<uintptr_t>(args.cache) % 4 != 0 || reinterpret_cast<uintptr_t>(args.q_values) % 4 != 0) {
     throw_bad_input("paged_logits (fast): the cache and the query values must be 4-byte aligned");
   }
-  // Whole 16-byte pieces when every key row is 16-byte aligned (MmaTraits).
+  // Whole 16-byte pieces when every key row is 16-byte aligned (WgmmaTraits).
   const bool wide = reinterpret_cast<uintptr_t>(args.cache) % 16 == 0 && (!fp8_cache || args.page_size >= 4);
   if (fp8_cache) {
     wide ? launch_format<StorageFormat::kFp8E4m3fn, 16>(args) : launch_format<StorageFormat::kFp8E4m3fn, 4>(args);
