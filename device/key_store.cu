@@ -4,7 +4,10 @@
 // recipe fields are runtime values, uniform across the grid, or constants when the recipe
 // is one that key_paths.cuh compiles.
 //
-// The kernel is memory-bound, so it is built around keeping bytes in flight: every warp
+// Where the time goes (H200 run 28, ncu, 1M tokens): the L2 is 83-85% busy, at 61-65% of
+// DRAM bandwidth: besides its input row (256 B) and its cache row (132 / 256 B) every token
+// reads its RoPE table row (256 B) from L2, so the L2 moves 1.6-1.9x the bytes the copy
+// bandwidth is measured on. The kernel is built around keeping bytes in flight: every warp
 // is persistent and walks tiles of 32 / kLanes tokens; everything a tile reads (input
 // rows, RoPE table rows, positions) is copied into the warp's shared memory with cp.async
 // a tile ahead (KeyRing), so the next tile loads while this one computes, without
@@ -45,22 +48,30 @@ struct KeyRing {
   static constexpr int kTokens = kWarpLanes / kLanes;  // per tile
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kChunksPerLane = kRowBytes / kLanes / 16;  // 16-byte chunks a lane reads
+  // Input rows: each lane's part of a row (C = kChunksPerLane chunks) is followed by one
+  // chunk of padding, so rows are 16 + kLanes chunks apart and parts C + 1 apart (see
+  // input_chunk), and a lane reads one address plus constant offsets.
+  static constexpr int kRowChunks = kRowBytes / 16 + kLanes;
   // A RoPE row is 64 floats + 4 of padding: rows 272 bytes apart start 4 banks apart, so
   // the lanes of a quarter warp, on different tokens, read different banks.
   static constexpr int kRopeStride = 68;
-  uint4 rows[kTokens * kRowBytes / 16];         // input rows of the next tile to compute
+  uint4 rows[kTokens * kRowChunks];                  // input rows of the next tile to compute
   alignas(16) float rope[2][kTokens * kRopeStride];  // RoPE rows of tiles i and i + 1
-  int32_t positions[3][kTokens];                // of tiles i, i + 1, i + 2
+  int32_t positions[3][kTokens];                     // of tiles i, i + 1, i + 2
   int32_t seq[3][kTokens];
+  uint8_t* value_dst[kTokens];  // this tile's cache slots (null: not stored), for the copy-out
 };
 
 // Blocks of kThreadsPerBlock per SM; the register cap is 65536 / (128 x this), rounded down
-// to a multiple of 8: 1 lane: 255 (128 values + the pipeline), 2: 128, 4: 80, 8: 64 (the
-// most each width's pinned paths need without spilling, ptxas -v). Shared memory per SM,
-// staging + norm weights + 1 KB reserved per block: 1 lane 2 x 107.5 KB, 2: 4 x 54.5 KB,
-// 4: 6 x 27.8 KB, 8: 8 x 14.9 KB (of 228 KB; static_assert below).
+// to a multiple of 8: 1 lane: 255 (128 values + the pipeline), 2: 168, 4: 80, 8: 64 (the
+// most each width's pinned paths need; ptxas -v reports a few bytes of spills on some
+// 4-lane ones). 2 lanes had 4 blocks and 128 registers until H200 run 29: with the copies'
+// addresses kept in registers they spilled ~50 bytes a thread inside the loop, and 3 blocks
+// without spills were 7% faster (bf16 0.179 against 0.192 ms). Shared memory per SM,
+// staging + norm weights + 1 KB reserved per block: 1 lane 2 x 109 KB, 2: 3 x 57 KB,
+// 4: 6 x 31 KB, 8: 8 x 18 KB (of 228 KB; static_assert below).
 template <int kLanes>
-inline constexpr int kKeyMinBlocks = kLanes == 1 ? 2 : kLanes == 2 ? 4 : kLanes == 4 ? 6 : 8;
+inline constexpr int kKeyMinBlocks = kLanes == 1 ? 2 : kLanes == 2 ? 3 : kLanes == 4 ? 6 : 8;
 
 template <int kLanes>
 constexpr bool fits_shared_memory() {  // 228 KB per SM on sm_90, 1 KB of it reserved per block
@@ -69,31 +80,44 @@ constexpr bool fits_shared_memory() {  // 228 KB per SM on sm_90, 1 KB of it res
 static_assert(fits_shared_memory<1>() && fits_shared_memory<2>() && fits_shared_memory<4>() && fits_shared_memory<8>(),
               "kKeyMinBlocks blocks of staging fit an SM's shared memory");
 
-// Physical 16-byte chunk of logical chunk g of the input rows. Lane l reads its chunks
-// l*C + c (C = kChunksPerLane) in step c; the 8 lanes of a quarter warp must hit 8
-// different 16-byte bank groups, so the low 3 bits of g are xor'ed with the bits that
-// number the lanes: g / C for C >= 8, g / 8 for smaller C (then g % 8 already varies).
+// Where chunk c (0..15) of input row k sits in KeyRing::rows: part c / C of the row (the
+// lane that reads it) at k x (16 + kLanes) + (c / C) x (C + 1), C = kChunksPerLane. The 8
+// lanes of a quarter warp read 8 different 16-byte bank groups: they read chunk c of their
+// part at k S + p P (mod 8), S = 16 + kLanes, P = C + 1, over (token, part) pairs: 1 lane,
+// 8 tokens: 17k = k; 2 lanes, 4 x 2: 2k + p; 4 lanes, 2 x 4: 4k + 5p; 8 lanes, 1 x 8: 3p
+// (mod 8) — all distinct. Writes (8 consecutive chunks of one row) are conflict-free for
+// C >= 8 and meet one 2-way conflict per 8 chunks below.
 template <int kLanes>
-__device__ __forceinline__ int swizzle(int g) {
+__device__ __forceinline__ int input_chunk(int k, int c) {
   constexpr int kC = KeyRing<kLanes>::kChunksPerLane;
-  constexpr int kShift = kC >= 16 ? 4 : 3;
-  return g ^ ((g >> kShift) & 7);
+  return k * KeyRing<kLanes>::kRowChunks + (c / kC) * (kC + 1) + c % kC;
 }
 
-// The copies of one tile's input rows (tokens past the end repeat the last token, which
-// is computed and not stored).
+// The copies of one tile's input rows: lane l copies chunk l % 16 of rows l / 16 + 2j, so
+// a warp instruction reads two whole rows (4 lines). A tile wholly inside the batch reads
+// from one address per lane plus constant offsets; the last one repeats the last token
+// past the end (computed and not stored).
 template <int kLanes>
 __device__ __forceinline__ void issue_input_rows(const KeyStoreArgs& args, int64_t tile, KeyRing<kLanes>& ring,
                                                  int lane) {
   using Ring = KeyRing<kLanes>;
   if (!args.input_bf16) return;
   const int64_t first = tile * Ring::kTokens;
-  constexpr int kChunksPerRow = Ring::kRowBytes / 16;
+  const int c = lane % 16, k0 = lane / 16;
+  const auto* input = static_cast<const uint8_t*>(args.input);
+  if (first + Ring::kTokens <= args.num_tokens) {
+    const uint8_t* src = input + (first + k0) * Ring::kRowBytes + 16 * c;
 #pragma unroll
-  for (int g = lane; g < Ring::kTokens * kChunksPerRow; g += kWarpLanes) {
-    const int64_t token = min(first + g / kChunksPerRow, args.num_tokens - 1);
-    const uint8_t* src = static_cast<const uint8_t*>(args.input) + token * Ring::kRowBytes + (g % kChunksPerRow) * 16;
-    copy_async<16, L2Priority::kEvictFirst>(&ring.rows[swizzle<kLanes>(g)], src);  // read once
+    for (int j = 0; j < Ring::kTokens / 2; ++j) {  // read once: evict-first
+      copy_async<16, L2Priority::kEvictFirst>(&ring.rows[input_chunk<kLanes>(k0 + 2 * j, c)], src + j * 2 * Ring::kRowBytes);
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < Ring::kTokens / 2; ++j) {
+    const int64_t token = min(first + k0 + 2 * j, args.num_tokens - 1);
+    copy_async<16, L2Priority::kEvictFirst>(&ring.rows[input_chunk<kLanes>(k0 + 2 * j, c)],
+                                            input + token * Ring::kRowBytes + 16 * c);
   }
 }
 
@@ -123,56 +147,63 @@ template <int kLanes>
 __device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, KeyRing<kLanes>& ring, int pb, int rb,
                                                 int lane) {
   using Ring = KeyRing<kLanes>;
+  // Lane l copies chunk c = l % 16 (0-7: cos, 8-15: sin) of the rows of tokens
+  // k0 + j, k0 = (l / 16) x kTokens / 2: a warp instruction reads two whole rows (4 lines),
+  // and a lane's destinations are one address plus constant offsets.
+  constexpr int kHalf = Ring::kTokens / 2;
+  const int c = lane % 16, k0 = (lane / 16) * kHalf;
+  const float* table = (c < 8 ? args.rope_cos : args.rope_sin) + (c % 8) * 4;
+  float* dst = ring.rope[rb] + k0 * Ring::kRopeStride + (c / 8) * 32 + (c % 8) * 4;
+  // Sources in batches of 8, then their copies back to back: ptxas pads every run of
+  // cp.async with three idle instructions (SASS of run 27's build), so runs are kept long.
+  constexpr int kBatch = kHalf < 8 ? kHalf : 8;
 #pragma unroll
-  for (int g = lane; g < Ring::kTokens * 16; g += kWarpLanes) {
-    const int k = g / 16, c = g % 16;  // chunks 0-7: cos, 8-15: sin
-    const float* table = c < 8 ? args.rope_cos : args.rope_sin;
-    copy_async<16, L2Priority::kEvictLast>(ring.rope[rb] + k * Ring::kRopeStride + (c / 8) * 32 + (c % 8) * 4,
-                   table + static_cast<int64_t>(ring.positions[pb][k]) * 32 + (c % 8) * 4);
+  for (int j0 = 0; j0 < kHalf; j0 += kBatch) {
+    const float* src[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) src[b] = table + static_cast<int64_t>(ring.positions[pb][k0 + j0 + b]) * 32;
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) copy_async<16, L2Priority::kEvictLast>(dst + (j0 + b) * Ring::kRopeStride, src[b]);
   }
 }
 
-// Cache rows go out through shared memory when every row can be written in 16-byte
+// Cache values go out through shared memory when every row can be written in 16-byte
 // pieces: rows of at most 256 bytes (not fp32) in a 16-byte aligned cache of pages whose
 // size is a multiple of 16 (fp8 pages of 1 or 2 tokens are 132 or 264 bytes: those slots,
-// and any cache a caller hands in at a smaller alignment, are stored directly).
-inline constexpr int kStagedScaleOffset = 256;  // scale bytes after a staged row's values
+// and any cache a caller hands in at a smaller alignment, are stored directly). Scales
+// (4 bytes a token) are written by the token's lanes directly.
+inline constexpr int kStagedRowBytes = 256;  // what a RoPE row's area holds (fp32 rows do not fit)
 template <ref::StorageFormat kFormat>
 __device__ __forceinline__ bool stages_cache_rows(const uint8_t* cache, int page_size) {
   return (reinterpret_cast<uintptr_t>(cache) & 15) == 0 &&
          (page_size * (value_bytes(kFormat) + scale_bytes(kFormat))) % 16 == 0;
 }
 
-// Writes the tile's staged cache rows (row k at staged + k * kRopeStride floats: values,
-// then scale bytes at kStagedScaleOffset) to their slots: value chunk g of the tile by lane
-// g % 32. Each token's lane 0 holds its destinations (null: not stored) and lends them.
-template <ref::StorageFormat kFormat, int kLanes>
-__device__ __forceinline__ void copy_out_tile(const uint8_t* staged, uint8_t* value_dst, uint8_t* scale_dst,
-                                              int lane) {
+// Writes the tile's staged value rows (row k at staged + k * kRopeStride floats) to
+// ring.value_dst[k]. The lanes form groups of C (16-byte chunks per row); group q copies
+// rows q R .. q R + R - 1 (R = rows per group), one row per instruction, so a lane reads
+// one address plus constant offsets and each instruction writes whole rows. The
+// destinations come from shared memory, one 8-byte load per row: shuffling them from
+// their tokens' lanes took two shuffles per row and lane (32 in a row for bf16; H200 run
+// 28: the bf16 kernel slowed by 5% when they were issued back to back). kWholeTile: every
+// token of the tile is stored (all but a batch's last tile), so no destination is checked.
+template <ref::StorageFormat kFormat, int kLanes, bool kWholeTile>
+__device__ __forceinline__ void copy_out_tile(const uint8_t* staged, const KeyRing<kLanes>& ring, int lane) {
   using Ring = KeyRing<kLanes>;
-  constexpr int kRowBytes = Ring::kRopeStride * 4;
-  constexpr int kChunks = value_bytes(kFormat) / 16, kTotal = Ring::kTokens * kChunks;
-  static_assert(kRowBytes >= kStagedScaleOffset + 4, "a staged row holds values and scales");
+  constexpr int kRowStride = Ring::kRopeStride * 4;
+  constexpr int kChunks = value_bytes(kFormat) / 16, kGroups = kWarpLanes / kChunks;
+  constexpr int kRowsPerGroup = (Ring::kTokens + kGroups - 1) / kGroups;
+  static_assert(kWarpLanes % kChunks == 0 && kRowStride >= kStagedRowBytes, "whole rows per group");
+  const int c = lane % kChunks, first = (lane / kChunks) * kRowsPerGroup;
+  const uint8_t* const src = staged + first * kRowStride + c * 16;
 #pragma unroll
-  for (int j = 0; j < (kTotal + kWarpLanes - 1) / kWarpLanes; ++j) {
-    const int g = lane + j * kWarpLanes;
-    const int k = g < kTotal ? g / kChunks : 0, c = g % kChunks;
-    const auto dst = reinterpret_cast<uint8_t*>(
-        __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(value_dst), k * kLanes));
-    if (g < kTotal && dst != nullptr) {
+  for (int j = 0; j < kRowsPerGroup; ++j) {
+    const int k = first + j;
+    const bool in_tile = Ring::kTokens % kGroups == 0 || k < Ring::kTokens;  // groups past a short tile idle
+    uint8_t* const dst = ring.value_dst[in_tile ? k : 0];
+    if (in_tile && (kWholeTile || dst != nullptr)) {
       // st.global.cs: streamed out, evict-first in L2 (the RoPE table stays)
-      __stcs(reinterpret_cast<uint4*>(dst + c * 16), *reinterpret_cast<const uint4*>(staged + k * kRowBytes + c * 16));
-    }
-  }
-  if constexpr (scale_bytes(kFormat) == 4) {
-#pragma unroll
-    for (int j = 0; j < (Ring::kTokens + kWarpLanes - 1) / kWarpLanes; ++j) {
-      const int k = lane + j * kWarpLanes;
-      const auto dst = reinterpret_cast<uint8_t*>(
-          __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(scale_dst), (k % Ring::kTokens) * kLanes));
-      if (k < Ring::kTokens && dst != nullptr) {
-        *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(staged + k * kRowBytes + kStagedScaleOffset);
-      }
+      __stcs(reinterpret_cast<uint4*>(dst + c * 16), *reinterpret_cast<const uint4*>(src + j * kRowStride));
     }
   }
 }
@@ -186,7 +217,7 @@ __device__ __forceinline__ void read_staged_row(const KeyRing<kLanes>& ring, int
   unsigned w[kV / 2];
 #pragma unroll
   for (int c = 0; c < kC; ++c) {
-    const uint4 v = ring.rows[swizzle<kLanes>((token * kLanes + part) * kC + c)];
+    const uint4 v = ring.rows[input_chunk<kLanes>(token, part * kC + c)];
     w[4 * c] = v.x, w[4 * c + 1] = v.y, w[4 * c + 2] = v.z, w[4 * c + 3] = v.w;
   }
   widen_bf16<kV>(w, x);
@@ -275,17 +306,22 @@ key_store_kernel(const KeyStoreArgs args) {
     uint8_t* page_base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
     uint8_t* value_dst = page_base + offset * kValueBytes;
     uint8_t* scale_dst = page_base + args.page_size * kValueBytes + offset * kScaleBytes;
-    if constexpr (value_bytes(kFormat) > kStagedScaleOffset) {  // fp32 rows do not fit: direct
+    if constexpr (value_bytes(kFormat) > kStagedRowBytes) {  // fp32 rows do not fit: direct
       store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
     } else if (staged_store) {
-      // The RoPE rows are read: their area takes this tile's cache rows, which then go out
-      // whole (16 lanes write a 256-byte row at once, not 32 lanes 16 bytes of 32 rows).
+      // The RoPE rows are read: their area takes this tile's cache values, which then go
+      // out whole (16 lanes write a 256-byte row at once, not 32 lanes 16 bytes of 32 rows).
       __syncwarp();
       uint8_t* staged_row = reinterpret_cast<uint8_t*>(rope + token_in_tile * Ring::kRopeStride);
-      store_head<kFormat, kLanes>(x, part, r.key_quant, staged_row, staged_row + kStagedScaleOffset, true);
+      store_head<kFormat, kLanes>(x, part, r.key_quant, staged_row, scale_dst, store);
+      if (part == 0) ring.value_dst[token_in_tile] = store ? value_dst : nullptr;
       __syncwarp();
-      copy_out_tile<kFormat, kLanes>(reinterpret_cast<const uint8_t*>(rope), store ? value_dst : nullptr,
-                                     store ? scale_dst : nullptr, lane);
+      const auto* staged = reinterpret_cast<const uint8_t*>(rope);
+      if ((tile + 1) * Ring::kTokens <= args.num_tokens) {
+        copy_out_tile<kFormat, kLanes, true>(staged, ring, lane);
+      } else {
+        copy_out_tile<kFormat, kLanes, false>(staged, ring, lane);
+      }
       __syncwarp();  // the area takes the RoPE rows of tile i + 2 next
     } else {
       store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
@@ -318,10 +354,10 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 
 }  // namespace
 
-// Measured on the H200 (bench/results/LOG.md runs 17 and 21, 1M tokens): sglang-v4-fp8
-// 0.159 ms at 1 lane (2: 0.171), sglang-v4-bf16 0.176 ms at 2 lanes (1: 0.179),
-// sglang-v4-fp4 0.329 ms at 4 (run 17); the generic kernel (dsv32 recipes) is fastest at 2
-// and slow at 1 (it spills).
+// Measured on the H200 (bench/results/LOG.md run 29, 1M tokens): sglang-v4-fp8 0.143 ms
+// at 1 lane (2: 0.152-0.157), sglang-v4-bf16 0.179 ms at 2 lanes (1: 0.185), sglang-v4-fp4
+// 0.323 ms at 4 (run 28); the generic kernel (dsv32 recipes) is fastest at 2 and slow at 1
+// (it spills).
 int fastest_key_lanes(const KernelRecipe& recipe) {
   const bool pinned = key_store_path(recipe) != RuntimeKeyPath::kName;
   switch (recipe.key_quant.format) {

@@ -18,10 +18,11 @@
 // device (keys_per_block_for). A block walks its keys in steps of 64 (wgmma's M): step i
 // lives in ring slot i % kStages, kStages - 1 steps are in flight (cp.async, every thread
 // copying its share) while the tensor core works on one. Per step and warp the loop issues
-// a handful of copies, one barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue, against
-// ~18 instructions per key of the mma.sync kernel this replaces (H200 runs 21-25: fp8
-// 0.195 ms = 68% of copy, held by the tensor pipe and the shared-memory reloads of the
-// query's fragments, which wgmma reads from shared memory itself).
+// a handful of copies, one barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. Measured
+// (bench/results/LOG.md run 27, decode 32 x 64 heads x 128K): fp8 0.150 ms = 91% of copy,
+// bf16 0.269 ms = 96%; the mma.sync kernel this replaced took 0.195 / 0.293 ms (68% / 86%),
+// held by the tensor pipe and the shared-memory reloads of the query's fragments, which
+// wgmma reads from shared memory itself.
 //
 // Shared-memory operands (PTX ISA, "Shared Memory Matrix Layout", 128-byte swizzling,
 // K-major, which e4m3 wgmma requires for both operands): row r of a 64-row tile (a key of
