@@ -4,8 +4,8 @@
 // recipe fields are runtime values, uniform across the grid, or constants when the recipe
 // is one that key_paths.cuh compiles.
 //
-// Where the time goes (H200 run 28, ncu, 1M tokens): the L2 is 83-85% busy, at 61-65% of
-// DRAM bandwidth: besides its input row (256 B) and its cache row (132 / 256 B) every token
+// Where the time goes (H200 runs 30 and 32, ncu, 1M tokens): the L2 is 81-85% busy, at
+// 60-65% of DRAM bandwidth: besides its input row (256 B) and its cache row (132 / 256 B) every token
 // reads its RoPE table row (256 B) from L2, so the L2 moves 1.6-1.9x the bytes the copy
 // bandwidth is measured on. The kernel is built around keeping bytes in flight: every warp
 // is persistent and walks tiles of 32 / kLanes tokens; everything a tile reads (input
@@ -65,7 +65,7 @@ struct KeyRing {
 // Blocks of kThreadsPerBlock per SM; the register cap is 65536 / (128 x this), rounded down
 // to a multiple of 8: 1 lane: 255 (128 values + the pipeline), 2: 168, 4: 80, 8: 64 (the
 // most each width's pinned paths need; ptxas -v reports a few bytes of spills on some
-// 4-lane ones). 2 lanes had 4 blocks and 128 registers until H200 run 29: with the copies'
+// 4-lane ones). 2 lanes had 4 blocks and 128 registers until H200 run 31: with the copies'
 // addresses kept in registers they spilled ~50 bytes a thread inside the loop, and 3 blocks
 // without spills were 7% faster (bf16 0.179 against 0.192 ms). Shared memory per SM,
 // staging + norm weights + 1 KB reserved per block: 1 lane 2 x 109 KB, 2: 3 x 57 KB,
@@ -155,7 +155,7 @@ __device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, KeyRin
   const float* table = (c < 8 ? args.rope_cos : args.rope_sin) + (c % 8) * 4;
   float* dst = ring.rope[rb] + k0 * Ring::kRopeStride + (c / 8) * 32 + (c % 8) * 4;
   // Sources in batches of 8, then their copies back to back: ptxas pads every run of
-  // cp.async with three idle instructions (SASS of run 27's build), so runs are kept long.
+  // cp.async with three idle instructions (nvdisasm of this file), so runs are kept long.
   constexpr int kBatch = kHalf < 8 ? kHalf : 8;
 #pragma unroll
   for (int j0 = 0; j0 < kHalf; j0 += kBatch) {
@@ -183,10 +183,9 @@ __device__ __forceinline__ bool stages_cache_rows(const uint8_t* cache, int page
 // ring.value_dst[k]. The lanes form groups of C (16-byte chunks per row); group q copies
 // rows q R .. q R + R - 1 (R = rows per group), one row per instruction, so a lane reads
 // one address plus constant offsets and each instruction writes whole rows. The
-// destinations come from shared memory, one 8-byte load per row: shuffling them from
-// their tokens' lanes took two shuffles per row and lane (32 in a row for bf16; H200 run
-// 28: the bf16 kernel slowed by 5% when they were issued back to back). kWholeTile: every
-// token of the tile is stored (all but a batch's last tile), so no destination is checked.
+// destinations come from shared memory (ptxas loads two per 16-byte load), not by two
+// shuffles per row and lane from their tokens' lanes. kWholeTile: every token of the tile
+// is stored (all but a batch's last tile), so no destination is checked.
 template <ref::StorageFormat kFormat, int kLanes, bool kWholeTile>
 __device__ __forceinline__ void copy_out_tile(const uint8_t* staged, const KeyRing<kLanes>& ring, int lane) {
   using Ring = KeyRing<kLanes>;
@@ -354,10 +353,10 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 
 }  // namespace
 
-// Measured on the H200 (bench/results/LOG.md run 29, 1M tokens): sglang-v4-fp8 0.143 ms
-// at 1 lane (2: 0.152-0.157), sglang-v4-bf16 0.179 ms at 2 lanes (1: 0.185), sglang-v4-fp4
-// 0.323 ms at 4 (run 28); the generic kernel (dsv32 recipes) is fastest at 2 and slow at 1
-// (it spills).
+// Measured on the H200 (bench/results/LOG.md runs 31-32, 1M tokens): sglang-v4-fp8
+// 0.143-0.144 ms at 1 lane (2: 0.152-0.157), sglang-v4-bf16 0.179-0.180 ms at 2 lanes
+// (1: 0.185), sglang-v4-fp4 0.312 ms at 4 (2: 0.321); the generic kernel (dsv32 recipes)
+// is fastest at 2 and slow at 1 (it spills).
 int fastest_key_lanes(const KernelRecipe& recipe) {
   const bool pinned = key_store_path(recipe) != RuntimeKeyPath::kName;
   switch (recipe.key_quant.format) {
