@@ -401,9 +401,10 @@ const char* format_name(StorageFormat f) {
 // Keys per block. A block's fixed cost (the query converted into shared memory, the first
 // step's latency before any tensor work) is paid once per block, so a row gets as few
 // blocks as fill the device: blocks_per_row x rows close to a whole number of waves of
-// `resident` blocks (at least 90% of the last wave used; the bench shape, 32 rows on 396
-// block slots: 12 blocks per row, 384 blocks in one wave, ~85 steps per warp). Runs 18-21
-// used 2,048 keys per block: 2,048 blocks, 5.2 waves, the setup paid 5-6 times per slot.
+// `resident` blocks (at least 90% of the last wave used; the bench shape, fp8: 32 rows on
+// 660 block slots, 5 per SM: 20 blocks per row, 640 blocks in one wave, 103 steps of 64
+// keys per block). Runs 18-21 (the mma.sync kernel) used 2,048 keys per block: 5.2 waves,
+// the setup paid 5-6 times per slot.
 // Which block scores a key does not change its score (each key's sum is formed by one quad
 // in a fixed order), so this choice cannot change a result bit.
 template <class T>
