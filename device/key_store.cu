@@ -5,12 +5,12 @@
 // is one that key_paths.cuh compiles.
 //
 // Where the time goes (H200 runs 30 and 32, ncu, 1M tokens): the L2 is 81-85% busy, at
-// 60-65% of DRAM bandwidth: besides its input row (256 B) and its cache row (132 / 256 B) every token
-// reads its RoPE table row (256 B) from L2, so the L2 moves 1.6-1.9x the bytes the copy
-// bandwidth is measured on. The kernel is built around keeping bytes in flight: every warp
-// is persistent and walks tiles of 32 / kLanes tokens; everything a tile reads (input
-// rows, RoPE table rows, positions) is copied into the warp's shared memory with cp.async
-// a tile ahead (KeyRing), so the next tile loads while this one computes, without
+// 60-65% of DRAM bandwidth: besides its input row (256 B) and its cache row (132 / 256 B)
+// every token reads its RoPE table row (256 B) from L2, so the L2 moves 1.6-1.9x the bytes
+// the copy bandwidth is measured on. The kernel is built around keeping bytes in flight:
+// every warp is persistent and walks tiles of 32 / kLanes tokens; everything a tile reads
+// (input rows, RoPE table rows, positions) is copied into the warp's shared memory with
+// cp.async a tile ahead (KeyRing), so the next tile loads while this one computes, without
 // registers held for it. Narrow groups (1-2 lanes per token) issue the fewest
 // instructions per token (no shuffles in the Hadamard, one lane per reduction) but hold
 // 64-128 values per lane, so few warps fit on an SM; the staging is what lets those few
@@ -356,7 +356,7 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 // Measured on the H200 (bench/results/LOG.md runs 31-32, 1M tokens): sglang-v4-fp8
 // 0.143-0.144 ms at 1 lane (2: 0.152-0.157), sglang-v4-bf16 0.179-0.180 ms at 2 lanes
 // (1: 0.185), sglang-v4-fp4 0.312 ms at 4 (2: 0.321); the generic kernel (dsv32 recipes)
-// is fastest at 2 and slow at 1 (it spills).
+// at 2: dsv32-ref 0.67 ms (1 lane: 1.28), dsv32-bf16 0.38-0.40 at 1 or 2.
 int fastest_key_lanes(const KernelRecipe& recipe) {
   const bool pinned = key_store_path(recipe) != RuntimeKeyPath::kName;
   switch (recipe.key_quant.format) {
