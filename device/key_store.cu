@@ -6,7 +6,7 @@
 //
 // Where the time goes (H200 runs 30 and 32, ncu, 1M tokens): the L2 is 81-85% busy, at
 // 60-65% of DRAM bandwidth: besides its input row (256 B) and its cache row (132 / 256 B)
-// every token reads its RoPE table row (256 B) from L2, so the L2 moves 1.6-1.9x the bytes
+// every token reads its RoPE table row (256 B) from L2, so the L2 moves 1.5-1.7x the bytes
 // the copy bandwidth is measured on. The kernel is built around keeping bytes in flight:
 // every warp is persistent and walks tiles of 32 / kLanes tokens; everything a tile reads
 // (input rows, RoPE table rows, positions) is copied into the warp's shared memory with
