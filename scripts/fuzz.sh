@@ -8,11 +8,8 @@
 # New inputs go to build-fuzz/corpus/<target>/; a crash writes build-fuzz/artifacts/crash-*
 # (libFuzzer's -artifact_prefix) and makes the script fail. The compilers are clang and
 # clang++ unless DSAF_FUZZ_CC / DSAF_FUZZ_CXX name others (a clang of another version).
-# DSAF_FUZZ_OPT sets the optimisation flags (default -O1 -g1); CI's smoke run compiles at
-# -O0, about half the compile time of -O1, and the build is most of a 2000-run smoke.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-opt="${DSAF_FUZZ_OPT:--O1 -g1}"
 flags=()
 targets=()
 for arg in "$@"; do
@@ -22,7 +19,7 @@ for arg in "$@"; do
   esac
 done
 CC="${DSAF_FUZZ_CC:-clang}" CXX="${DSAF_FUZZ_CXX:-clang++}" cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt" -DDSAF_BUILD_FUZZERS=ON -DDSAF_ENABLE_CUDA=OFF -DDSAF_BUILD_TESTS=OFF -DDSAF_BUILD_BENCH=OFF
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DDSAF_BUILD_FUZZERS=ON -DDSAF_ENABLE_CUDA=OFF -DDSAF_BUILD_TESTS=OFF -DDSAF_BUILD_BENCH=OFF
 if ((${#targets[@]} == 0)); then
   cmake --build build-fuzz --target dsaf_fuzzers
   for exe in build-fuzz/fuzz/fuzz_*; do
