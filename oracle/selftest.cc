@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -95,18 +96,23 @@ uint8_t brute_e4m3fn_satfinite(float x) {
 }
 
 // Brute-force e2m1 encoder: nearest of the 8 magnitudes, ties to even code (RNE) or
-// to the smaller magnitude (ties toward zero); beyond 6 saturate; NaN -> +6.
-uint8_t brute_e2m1(float x, ref::Rounding rounding) {
+// to the smaller magnitude (ties toward zero); beyond 6 saturate; NaN -> +6. The search
+// keeps its running best with selects rather than branches: over all 2^32 inputs the
+// branchy form ran at 26 ns an input (mispredicted compares) and this one at 12.5 ns.
+template <ref::Rounding kRounding>
+uint8_t brute_e2m1(float x) {
   if (std::isnan(x)) return 0x7;
   const uint32_t sign = ref::float_bits(x) >> 31 << 3;
   const double a = std::min(std::fabs(static_cast<double>(x)), 6.0);  // satfinite
   static constexpr std::array<double, 8> kGrid = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
   int best = 0;
+  double best_distance = a;
   for (int code = 1; code < 8; ++code) {
-    const double d_new = std::fabs(a - kGrid[code]);
-    const double d_best = std::fabs(a - kGrid[best]);
-    const bool tie_wins = rounding == ref::Rounding::kNearestEven ? (code & 1) == 0 : false;
-    if (d_new < d_best || (d_new == d_best && tie_wins)) best = code;
+    const double distance = std::fabs(a - kGrid[code]);
+    const bool tie_wins = kRounding == ref::Rounding::kNearestEven && (code & 1) == 0;
+    const bool take = distance < best_distance || (distance == best_distance && tie_wins);
+    best = take ? code : best;
+    best_distance = take ? distance : best_distance;
   }
   return static_cast<uint8_t>(sign | best);
 }
@@ -235,17 +241,20 @@ std::vector<SelftestCheck> run_selftest(int threads,
     }, [&](uint64_t i) { return fmt::format("{:g}", inputs[i]); });
     done(c);
   }
-  for (const ref::Rounding rounding : {ref::Rounding::kNearestEven, ref::Rounding::kNearestTiesTowardZero}) {
-    SelftestCheck c = check_named(rounding == ref::Rounding::kNearestEven
+  const auto brute_e2m1_check = [&](auto rounding) {
+    constexpr ref::Rounding kRounding = decltype(rounding)::value;
+    SelftestCheck c = check_named(kRounding == ref::Rounding::kNearestEven
                         ? "e2m1 encode (nearest even), all 2^32 fp32 patterns"
                         : "e2m1 encode (ties toward zero, SGLang thresholds), all 2^32 fp32 patterns",
                     "brute-force nearest-of-8 search");
-    exhaustive(c, kAllFloats, threads, [rounding](uint64_t i) {
+    exhaustive(c, kAllFloats, threads, [](uint64_t i) {
       const float x = float_from_bits(static_cast<uint32_t>(i));
-      return brute_e2m1(x, rounding) != ref::encode_e2m1(x, rounding);
+      return brute_e2m1<kRounding>(x) != ref::encode_e2m1(x, kRounding);
     }, float_input);
     done(c);
-  }
+  };
+  brute_e2m1_check(std::integral_constant<ref::Rounding, ref::Rounding::kNearestEven>{});
+  brute_e2m1_check(std::integral_constant<ref::Rounding, ref::Rounding::kNearestTiesTowardZero>{});
   {
     // rsqrt_correctly_rounded against fp64 1/sqrt rounded once, over [1, 4) (which
     // determines every input by rsqrt(x * 4^k) = rsqrt(x) * 2^-k). The fp64 path could
