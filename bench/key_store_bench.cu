@@ -1,7 +1,9 @@
 // Key-path benchmark on the GPU: the fused key kernel (device/key_store.cu) at 1M tokens
 // against the device-to-device copy bandwidth, and against the same pipeline as four
 // separate kernels (norm, RoPE, Hadamard, quantise+store; fp32 intermediates in HBM).
-// Bytes counted: bf16 input read + cache bytes written + page table read.
+// Bytes counted: bf16 input read + cache bytes written + page table read. Beside them, for
+// fp8 and bf16 stores, the traffic twins: the same bytes moved with no arithmetic, the
+// fraction of copy a data mover reaches with and without the RoPE table rows (below).
 // Usage: key_store_bench OUT.json [RECIPE]   (one recipe only, e.g. for a profiler)
 #include <cuda_runtime.h>
 
@@ -10,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench/gpu_timing.h"
@@ -71,6 +74,74 @@ __global__ void store_kernel(const dev::KeyStoreArgs a, const float* in) {
   uint8_t* base = a.cache + page * a.page_size * (vb + sb);
   dev::store_head<kFormat, kLanes>(x, part, a.recipe.key_quant, base + offset * vb,
                                    base + a.page_size * vb + offset * sb, true);
+}
+
+// ---- traffic twins: the fused kernel's bytes with none of its arithmetic ----------------
+// kThreads threads per token (16: one 16-byte chunk each; 4: four each, more bytes in flight
+// per thread): a token reads its bf16 row (256 B, streaming), its position, sequence and
+// page-table entry and, with kRopeRows, its cos and sin rows (2 x 128 B fp32, from the
+// L2-resident table), and writes its cache row (values, and the fp8 scale). What is written
+// is a bitwise mix of what was read, so no load is dead. The faster width's time bounds
+// what a kernel that moves these bytes can reach on this GPU: with the RoPE rows the fused
+// kernel's own traffic, without them the counted bytes alone through the page table. fp8
+// and bf16 stores (the 80% target's two formats).
+template <ref::StorageFormat kFormat, bool kRopeRows, int kThreads>
+__global__ void __launch_bounds__(256) traffic_twin_kernel(const dev::KeyStoreArgs a) {
+  constexpr int vb = dev::value_bytes(kFormat), sb = dev::scale_bytes(kFormat);
+  constexpr int kChunks = 16 / kThreads;  // chunk c of the row is held by thread c % kThreads
+  static_assert(vb == 256 || (vb == 128 && sb == 4), "bf16 or fp8 rows");
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
+  const int64_t token = thread / kThreads;  // kTokens * kThreads is a multiple of 256
+  const int t = static_cast<int>(thread % kThreads);
+  uint4 v[kChunks];
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) v[j] = __ldcs(static_cast<const uint4*>(a.input) + token * 16 + t + j * kThreads);
+  const int position = a.positions[token];
+  if constexpr (kRopeRows) {
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const int c = t + j * kThreads;
+      const float* row = (c < 8 ? a.rope_cos : a.rope_sin) + static_cast<int64_t>(position) * 32;
+      const uint4 r = __ldg(reinterpret_cast<const uint4*>(row) + c % 8);
+      v[j] = make_uint4(v[j].x ^ r.x, v[j].y ^ r.y, v[j].z ^ r.z, v[j].w ^ r.w);
+    }
+  }
+  const int64_t page = a.page_tables[a.seq[token] * a.page_table_stride + position / a.page_size];
+  const int offset = position % a.page_size;
+  uint8_t* base = a.cache + page * a.page_size * (vb + sb);
+  auto* row = reinterpret_cast<uint4*>(base + offset * vb);
+  if constexpr (vb == 256) {
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) row[t + j * kThreads] = v[j];
+  } else {
+    // 128 value bytes: chunks c and c + 8 fold into one (in the thread, or across 8 lanes).
+#pragma unroll
+    for (int j = 0; j < (kChunks + 1) / 2; ++j) {
+      uint4 w = v[j];
+      if constexpr (kChunks >= 2) {
+        const uint4 u = v[j + kChunks / 2];
+        w = make_uint4(w.x ^ u.x, w.y ^ u.y, w.z ^ u.z, w.w ^ u.w);
+      } else {
+        w.x ^= __shfl_xor_sync(0xffffffffu, w.x, 8);
+        w.y ^= __shfl_xor_sync(0xffffffffu, w.y, 8);
+        w.z ^= __shfl_xor_sync(0xffffffffu, w.z, 8);
+        w.w ^= __shfl_xor_sync(0xffffffffu, w.w, 8);
+      }
+      const int c = t + j * kThreads;
+      if (c < 8) row[c] = w;
+    }
+    if (t == 0) reinterpret_cast<uint32_t*>(base + a.page_size * vb)[offset] = v[0].y;
+  }
+}
+
+template <ref::StorageFormat kFormat, int kThreads>
+void launch_traffic_twin(const dev::KeyStoreArgs& a, bool rope_rows) {
+  const unsigned blocks = static_cast<unsigned>(kTokens * kThreads / 256);
+  if (rope_rows) {
+    traffic_twin_kernel<kFormat, true, kThreads><<<blocks, 256>>>(a);
+  } else {
+    traffic_twin_kernel<kFormat, false, kThreads><<<blocks, 256>>>(a);
+  }
 }
 
 }  // namespace
@@ -174,14 +245,41 @@ int main(int argc, char** argv) {
     BENCH_CHECK(cudaGetLastError());
     const double bytes = kTokens * (256.0 + token_bytes) + pages * 4.0;
     const double gbps = bytes / (fused_ms * 1e-3) / 1e9;
-    char row[1024];
+    // The traffic twins (fp8 and bf16 stores): the fraction of copy that the counted bytes
+    // reach when moved with and without the RoPE rows and no arithmetic.
+    float twin_ms = 0.0f, twin_no_rope_ms = 0.0f;
+    if (recipe.key_quant.format == ref::StorageFormat::kFp8E4m3fn || recipe.key_quant.format == ref::StorageFormat::kBf16) {
+      const auto twin = [&](bool rope_rows, auto threads) {
+        constexpr int kThreads = decltype(threads)::value;
+        const float ms = bench::median_ms([&] {
+          if (recipe.key_quant.format == ref::StorageFormat::kBf16) {
+            launch_traffic_twin<ref::StorageFormat::kBf16, kThreads>(a, rope_rows);
+          } else {
+            launch_traffic_twin<ref::StorageFormat::kFp8E4m3fn, kThreads>(a, rope_rows);
+          }
+        }, 21, kCallsPerTiming);
+        BENCH_CHECK(cudaGetLastError());
+        std::printf("%-16s traffic twin, %2d threads a token, %s RoPE rows: %.4f ms (%.0f%% of copy)\n", name, kThreads,
+                    rope_rows ? "with   " : "without", ms, 100 * bytes / (ms * 1e-3) / 1e9 / copy_gbps);
+        return ms;
+      };
+      using Sixteen = std::integral_constant<int, 16>;
+      using Four = std::integral_constant<int, 4>;
+      twin_ms = std::min(twin(true, Sixteen{}), twin(true, Four{}));
+      twin_no_rope_ms = std::min(twin(false, Sixteen{}), twin(false, Four{}));
+    }
+    const auto copy_fraction = [&](float ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 / copy_gbps : 0.0; };
+    char row[1280];
     std::snprintf(row, sizeof row,
                   "%s\n    {\"recipe\": \"%s\", \"store_bytes_per_token\": %d, \"fused_ms\": %.4f, "
                   "\"unfused_ms\": %.4f, \"bytes\": %.0f, \"fused_gbps\": %.1f, \"fraction_of_copy\": %.3f, "
                   "\"speedup_vs_unfused\": %.2f, \"lanes_per_head\": %d, \"kernel_path\": \"%s\", "
-                  "\"fused_ms_by_lanes_per_head\": {%s}}",
+                  "\"fused_ms_by_lanes_per_head\": {%s}, \"traffic_twin_ms\": %.4f, "
+                  "\"traffic_twin_fraction_of_copy\": %.3f, \"traffic_twin_no_rope_ms\": %.4f, "
+                  "\"traffic_twin_no_rope_fraction_of_copy\": %.3f}",
                   first ? "" : ",", name, token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
-                  unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe), path.c_str(), widths.c_str());
+                  unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe), path.c_str(), widths.c_str(), twin_ms,
+                  copy_fraction(twin_ms), twin_no_rope_ms, copy_fraction(twin_no_rope_ms));
     json += row;
     first = false;
     std::printf("%-16s kernel path: %s\n", name, path.c_str());

@@ -4,14 +4,16 @@
 // recipe fields are runtime values, uniform across the grid, or constants when the recipe
 // is one that key_paths.cuh compiles.
 //
-// Where the time goes (H200 runs 30 and 32, ncu, 1M tokens): the L2 is 81-85% busy, at
-// 60-65% of DRAM bandwidth: besides its input row (256 B) and its cache row (132 / 256 B)
-// every token reads its RoPE table row (256 B) from L2, so the L2 moves 1.5-1.7x the bytes
-// the copy bandwidth is measured on. The kernel is built around keeping bytes in flight:
-// every warp is persistent and walks tiles of 32 / kLanes tokens; everything a tile reads
-// (input rows, RoPE table rows, positions) is copied into the warp's shared memory with
-// cp.async a tile ahead (KeyRing), so the next tile loads while this one computes, without
-// registers held for it. Narrow groups (1-2 lanes per token) issue the fewest
+// Where the time goes (H200 runs 30-37, ncu, 1M tokens): the L2 is ~83% busy at ~63% of
+// DRAM bandwidth: besides its input row (256 B) and its cache row (132 / 256 B) every token
+// reads its RoPE table row (256 B) from L2, so the L2 moves 1.5-1.7x the bytes the copy
+// bandwidth is measured on. A kernel that moves exactly these bytes and computes nothing
+// (key_store_bench's traffic twins) reaches 72% of copy for fp8 and 71% for bf16 (81-82%
+// without the RoPE rows); this one 70% and 74% (run 37). The kernel is built around
+// keeping bytes in flight: every warp is persistent and walks tiles of 32 / kLanes tokens;
+// everything a tile reads (input rows, RoPE table rows, positions) is copied into the
+// warp's shared memory with cp.async a tile ahead (KeyRing), so the next tile loads while
+// this one computes, without registers held for it. Narrow groups (1-2 lanes per token) issue the fewest
 // instructions per token (no shuffles in the Hadamard, one lane per reduction) but hold
 // 64-128 values per lane, so few warps fit on an SM; the staging is what lets those few
 // warps keep HBM busy.
@@ -44,17 +46,23 @@ constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpLanes;
 // the RoPE rows of tile i are read mid-tile, so they have two, and then carry the tile's
 // cache rows on their way out.
 template <int kLanes>
-struct KeyRing {
+struct alignas(32) KeyRing {  // rows and rope start 32-byte aligned (see kPartPad)
   static constexpr int kTokens = kWarpLanes / kLanes;  // per tile
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kChunksPerLane = kRowBytes / kLanes / 16;  // 16-byte chunks a lane reads
-  // Input rows: each lane's part of a row (C = kChunksPerLane chunks) is followed by one
-  // chunk of padding, so rows are 16 + kLanes chunks apart and parts C + 1 apart (see
-  // input_chunk), and a lane reads one address plus constant offsets.
-  static constexpr int kRowChunks = kRowBytes / 16 + kLanes;
-  // A RoPE row is 64 floats + 4 of padding: rows 272 bytes apart start 4 banks apart, so
-  // the lanes of a quarter warp, on different tokens, read different banks.
-  static constexpr int kRopeStride = 68;
+  // Every copy lands at the same offset modulo 32 bytes as its source (rows and parts start
+  // on 32-byte boundaries): cp.async reads each 32-byte L2 sector once only when its 16-byte
+  // halves land in one aligned 32-byte word of shared memory. With rows padded by 16 bytes
+  // (272 apart, until run 35) every odd row straddled, and L2 served 12 sectors per 256-byte
+  // row instead of 8: ncu counted 25.4 M sectors read for 545 MB copied at 1M tokens, and a
+  // probe (bench/staging_probe.cu, run 35) 12.6 M against 8.4 M for rows 272 against 256
+  // bytes apart. Input rows: each lane's part of a row (C = kChunksPerLane chunks) is
+  // followed by kPartPad chunks of padding (see input_chunk), and a lane reads one address
+  // plus constant offsets.
+  static constexpr int kPartPad = kLanes < 8 ? 2 : 0;
+  static constexpr int kRowChunks = kRowBytes / 16 + kLanes * kPartPad;
+  // A RoPE row is 64 floats + 8 of padding (288 bytes: 32-byte aligned, as above).
+  static constexpr int kRopeStride = 72;
   uint4 rows[kTokens * kRowChunks];                  // input rows of the next tile to compute
   alignas(16) float rope[2][kTokens * kRopeStride];  // RoPE rows of tiles i and i + 1
   int32_t positions[3][kTokens];                     // of tiles i, i + 1, i + 2
@@ -68,8 +76,8 @@ struct KeyRing {
 // 4-lane ones). 2 lanes had 4 blocks and 128 registers until H200 run 31: with the copies'
 // addresses kept in registers they spilled ~50 bytes a thread inside the loop, and 3 blocks
 // without spills were 7% faster (bf16 0.179 against 0.192 ms). Shared memory per SM,
-// staging + norm weights + 1 KB reserved per block: 1 lane 2 x 109 KB, 2: 3 x 57 KB,
-// 4: 6 x 31 KB, 8: 8 x 18 KB (of 228 KB; static_assert below).
+// staging + norm weights + 1 KB reserved per block: 1 lane 2 x 114 KB (all of it), 2: 3 x 60 KB,
+// 4: 6 x 33 KB, 8: 8 x 15.5 KB (of 228 KB; static_assert below).
 template <int kLanes>
 inline constexpr int kKeyMinBlocks = kLanes == 1 ? 2 : kLanes == 2 ? 3 : kLanes == 4 ? 6 : 8;
 
@@ -81,16 +89,19 @@ static_assert(fits_shared_memory<1>() && fits_shared_memory<2>() && fits_shared_
               "kKeyMinBlocks blocks of staging fit an SM's shared memory");
 
 // Where chunk c (0..15) of input row k sits in KeyRing::rows: part c / C of the row (the
-// lane that reads it) at k x (16 + kLanes) + (c / C) x (C + 1), C = kChunksPerLane. The 8
-// lanes of a quarter warp read 8 different 16-byte bank groups: they read chunk c of their
-// part at k S + p P (mod 8), S = 16 + kLanes, P = C + 1, over (token, part) pairs: 1 lane,
-// 8 tokens: 17k = k; 2 lanes, 4 x 2: 2k + p; 4 lanes, 2 x 4: 4k + 5p; 8 lanes, 1 x 8: 3p
-// (mod 8) — all distinct. Writes (8 consecutive chunks of one row) are conflict-free for
-// C >= 8 and meet one 2-way conflict per 8 chunks below.
+// lane that reads it) at k S + (c / C) P, S = 16 + kLanes x pad, P = C + pad, C =
+// kChunksPerLane. Every part starts on a 32-byte boundary (C and pad even), so the 8 lanes
+// of a quarter warp, reading chunk c of their parts, can reach only 4 of the 8 16-byte bank
+// groups: a 2-way conflict, the least that alignment allows. The pads reach it: at
+// k S + p P (mod 8) over (token, part) pairs: 1 lane, 8 tokens: 18k = 2k; 2 lanes, 4 x 2:
+// 20k + 10p = 4k + 2p; 4 lanes, 2 x 4: 24k + 6p = 6p; 8 lanes (no pad), 1 x 8: 2p — 4
+// distinct values each. (Conflict-free 16-byte padding cost half as many L2 sectors again,
+// above; the L2 is the key kernel's bottleneck, shared memory is not.)
 template <int kLanes>
 __device__ __forceinline__ int input_chunk(int k, int c) {
-  constexpr int kC = KeyRing<kLanes>::kChunksPerLane;
-  return k * KeyRing<kLanes>::kRowChunks + (c / kC) * (kC + 1) + c % kC;
+  using Ring = KeyRing<kLanes>;
+  constexpr int kC = Ring::kChunksPerLane;
+  return k * Ring::kRowChunks + (c / kC) * (kC + Ring::kPartPad) + c % kC;
 }
 
 // The copies of one tile's input rows: lane l copies chunk l % 16 of rows l / 16 + 2j, so
@@ -101,6 +112,12 @@ template <int kLanes>
 __device__ __forceinline__ void issue_input_rows(const KeyStoreArgs& args, int64_t tile, KeyRing<kLanes>& ring,
                                                  int lane) {
   using Ring = KeyRing<kLanes>;
+  // Read once: evict-first. Not at 8 lanes: there a lane's destination is the warp's base
+  // plus 16 x lane, and ptxas 13.0 (sm_90a) then addresses it as [R + UR] and overwrites
+  // the cache policy's uniform register pair with the base (SASS: LDGSTS ... desc[UR1],
+  // a register never written; every 8-lane launch died with "illegal instruction", H200
+  // run 36). The 8-lane kernels are the slowest width and never chosen automatically.
+  constexpr L2Priority kPriority = kLanes == 8 ? L2Priority::kNormal : L2Priority::kEvictFirst;
   if (!args.input_bf16) return;
   const int64_t first = tile * Ring::kTokens;
   const int c = lane % 16, k0 = lane / 16;
@@ -108,15 +125,15 @@ __device__ __forceinline__ void issue_input_rows(const KeyStoreArgs& args, int64
   if (first + Ring::kTokens <= args.num_tokens) {
     const uint8_t* src = input + (first + k0) * Ring::kRowBytes + 16 * c;
 #pragma unroll
-    for (int j = 0; j < Ring::kTokens / 2; ++j) {  // read once: evict-first
-      copy_async<16, L2Priority::kEvictFirst>(&ring.rows[input_chunk<kLanes>(k0 + 2 * j, c)], src + j * 2 * Ring::kRowBytes);
+    for (int j = 0; j < Ring::kTokens / 2; ++j) {
+      copy_async<16, kPriority>(&ring.rows[input_chunk<kLanes>(k0 + 2 * j, c)], src + j * 2 * Ring::kRowBytes);
     }
     return;
   }
 #pragma unroll
   for (int j = 0; j < Ring::kTokens / 2; ++j) {
     const int64_t token = min(first + k0 + 2 * j, args.num_tokens - 1);
-    copy_async<16, L2Priority::kEvictFirst>(&ring.rows[input_chunk<kLanes>(k0 + 2 * j, c)],
+    copy_async<16, kPriority>(&ring.rows[input_chunk<kLanes>(k0 + 2 * j, c)],
                                             input + token * Ring::kRowBytes + 16 * c);
   }
 }
@@ -226,7 +243,7 @@ template <ref::StorageFormat kFormat, int kLanes, class Path>
 __global__ void __launch_bounds__(kThreadsPerBlock, kKeyMinBlocks<kLanes>)
 key_store_kernel(const KeyStoreArgs args) {
   using Ring = KeyRing<kLanes>;
-  extern __shared__ uint4 shared_words[];
+  extern __shared__ __align__(128) uint4 shared_words[];
   // The warp index through a shuffle: the compiler then knows it is uniform across the warp,
   // and so is the tile loop below; otherwise it guards every shuffle in the loop as if the
   // warp could have diverged (WARPSYNC + ENDCOLLECTIVE around each one, SASS of run 13).
@@ -353,10 +370,10 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 
 }  // namespace
 
-// Measured on the H200 (bench/results/LOG.md runs 31-32, 1M tokens): sglang-v4-fp8
-// 0.143-0.144 ms at 1 lane (2: 0.152-0.157), sglang-v4-bf16 0.179-0.180 ms at 2 lanes
-// (1: 0.185), sglang-v4-fp4 0.312 ms at 4 (2: 0.321); the generic kernel (dsv32 recipes)
-// at 2: dsv32-ref 0.67 ms (1 lane: 1.28), dsv32-bf16 0.38-0.40 at 1 or 2.
+// Measured on the H200 (bench/results/LOG.md run 37, 1M tokens): sglang-v4-fp8 0.137 ms at
+// 1 lane (2: 0.148), sglang-v4-bf16 0.170 ms at 2 lanes (1: 0.178), sglang-v4-fp4 0.312 ms
+// at 4 (2: 0.321); the generic kernel (dsv32 recipes) at 2: dsv32-ref 0.61 ms (1 lane:
+// 1.21), dsv32-bf16 0.42 (1 lane: 0.39; runs 34 and 37, not changed here).
 int fastest_key_lanes(const KernelRecipe& recipe) {
   const bool pinned = key_store_path(recipe) != RuntimeKeyPath::kName;
   switch (recipe.key_quant.format) {
