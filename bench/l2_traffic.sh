@@ -4,7 +4,8 @@
 # requests between the GPU's two L2 partitions) with DRAM bytes and duration, for the fused
 # sglang-v4 fp8 (1 lane) and bf16 (2 lanes) kernels and their traffic twins (the same bytes
 # with no arithmetic, bench/key_store_bench.cu), one launch each, into $OUT (or /tmp).
-# Build key_store_bench first. The twins profiled are the 4-threads-a-token ones.
+# Build key_store_bench first. Each twin is profiled at the width that was faster in run 37
+# (16 threads a token with the RoPE rows, 4 without), the one the benchmark reports.
 #   bench/l2_traffic.sh BUILD_DIR
 set -uo pipefail
 build=${1:-build-gpu}
@@ -35,7 +36,7 @@ profile() {  # NAME KERNEL_REGEX RECIPE
   grep -E "^\s+(gpu__|dram__|lts__)" "$out/ncu-l2-$1.txt"
 }
 profile fused-fp8 'StorageFormatE3ELi1ENS0_15SglangV4' sglang-v4-fp8
-profile twin-fp8-rope 'traffic_twin_kernel.*E3ELb1ELi4E' sglang-v4-fp8
+profile twin-fp8-rope 'traffic_twin_kernel.*E3ELb1ELi16E' sglang-v4-fp8
 profile twin-fp8-norope 'traffic_twin_kernel.*E3ELb0ELi4E' sglang-v4-fp8
 profile fused-bf16 'StorageFormatE2ELi2ENS0_15SglangV4' sglang-v4-bf16
-profile twin-bf16-rope 'traffic_twin_kernel.*E2ELb1ELi4E' sglang-v4-bf16
+profile twin-bf16-rope 'traffic_twin_kernel.*E2ELb1ELi16E' sglang-v4-bf16
