@@ -5,10 +5,7 @@
 # sglang-v4 fp8 (1 lane) and bf16 (2 lanes) kernels and their traffic twins (the same bytes
 # with no arithmetic, bench/key_store_bench.cu), one launch each, into $OUT (or /tmp).
 # Build key_store_bench first. Each twin is profiled at the width that was faster in run 37
-# (16 threads a token with the RoPE rows, 4 without), the one the benchmark reports. The
-# fused kernels also in position order (KeyStoreOrder): the benchmark launches each
-# recipe's pinned kernel 213 times in batch order (3 warm-up + 21 x 10 timed) and then
-# once in each order before the position-order timings, so launch 220 is a position-order one.
+# (16 threads a token with the RoPE rows, 4 without), the one the benchmark reports.
 #   bench/l2_traffic.sh BUILD_DIR
 set -uo pipefail
 build=${1:-build-gpu}
@@ -32,8 +29,8 @@ for m in $wanted; do
   if grep -q "^$base " "$out/ncu-query-metrics.txt"; then metrics="$metrics,$m"; else echo "not on this ncu: $m"; fi
 done
 metrics=${metrics#,}
-profile() {  # NAME KERNEL_REGEX RECIPE [LAUNCHES_SKIPPED]
-  ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:$2" --launch-skip "${4:-3}" --launch-count 1 \
+profile() {  # NAME KERNEL_REGEX RECIPE
+  ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:$2" --launch-skip 3 --launch-count 1 \
     --metrics "$metrics" "$build/bench/key_store_bench" /tmp/k.json "$3" > "$out/ncu-l2-$1.txt" 2>&1
   echo "ncu $1: exit $?"
   grep -E "^\s+(gpu__|dram__|lts__)" "$out/ncu-l2-$1.txt"
@@ -43,5 +40,3 @@ profile twin-fp8-rope 'traffic_twin_kernel.*E3ELb1ELi16E' sglang-v4-fp8
 profile twin-fp8-norope 'traffic_twin_kernel.*E3ELb0ELi4E' sglang-v4-fp8
 profile fused-bf16 'StorageFormatE2ELi2ENS0_15SglangV4' sglang-v4-bf16
 profile twin-bf16-rope 'traffic_twin_kernel.*E2ELb1ELi16E' sglang-v4-bf16
-profile fused-fp8-position-order 'StorageFormatE3ELi1ENS0_15SglangV4' sglang-v4-fp8 220
-profile fused-bf16-position-order 'StorageFormatE2ELi2ENS0_15SglangV4' sglang-v4-bf16 220

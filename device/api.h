@@ -68,39 +68,7 @@ struct KeyStoreArgs {
   // Grid cap (0: as many blocks as fit on the device at once). A testing knob: the kernel's
   // warps are persistent, so fewer blocks make every warp walk more tiles of a batch.
   int max_blocks = 0;
-  // Processing order (optional): a permutation of [0, num_tokens). When set, the kernel
-  // handles token token_order[e] e-th, and positions[e] and seq[e] are that token's (the
-  // arrays of a KeyStoreOrder, below). It changes no byte of the cache; what it buys is
-  // RoPE table reads: tokens of a tile that share a position read the row once.
-  const int32_t* token_order = nullptr;
 };
-
-// A processing order for launch_key_store (device/key_order.cu): the batch's tokens sorted
-// by position, stably, with their positions and sequences in that order. Tokens at equal
-// positions (the same offset in several sequences of a batched prefill, sequences of equal
-// length in decode) then share tiles, and each tile reads a RoPE row once instead of once
-// per token: the rows are 256 bytes a token, as many as the input, and the kernel is
-// bound by L2 traffic (key_store.cu's header). The order depends on positions only, so a
-// serving stack builds it once per batch for every layer. Device arrays of num_tokens.
-struct KeyStoreOrder {
-  int32_t* tokens = nullptr;
-  int32_t* positions = nullptr;
-  int32_t* seq = nullptr;
-};
-// Scratch bytes build_key_store_order needs for num_tokens tokens.
-size_t key_store_order_scratch_bytes(int64_t num_tokens);
-// Sorts positions in [0, rope_positions) (stable: equal positions keep the batch's order)
-// into `order`. Positions outside the range still yield a permutation, less well grouped.
-// Throws dsaf::Error (kBadInput) for num_tokens outside [1, 2^31) or scratch too small.
-void build_key_store_order(const int32_t* positions, const int32_t* seq, int64_t num_tokens, int rope_positions,
-                           const KeyStoreOrder& order, void* scratch, size_t scratch_bytes);
-// args with the order's arrays in place of its positions and sequences.
-inline KeyStoreArgs in_order(KeyStoreArgs args, const KeyStoreOrder& order) {
-  args.token_order = order.tokens;
-  args.positions = order.positions;
-  args.seq = order.seq;
-  return args;
-}
 
 // Query path (device/query_quant.cu), one lane group per (token, head):
 //   q = input[t][h] -> RoPE(positions[t]) -> Hadamard -> quantise (per head), and

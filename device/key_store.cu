@@ -9,7 +9,11 @@
 // reads its RoPE table row (256 B) from L2, so the L2 moves 1.5-1.7x the bytes the copy
 // bandwidth is measured on. A kernel that moves exactly these bytes and computes nothing
 // (key_store_bench's traffic twins) reaches 72% of copy for fp8 and 71% for bf16 (81-82%
-// without the RoPE rows); this one 70% and 74% (run 37). The kernel is built around
+// without the RoPE rows); this one 70% and 74% (run 37). Removing that traffic does not
+// buy the time back: with tokens sorted by position and each tile reading a RoPE row once
+// (run 39, reverted; in git history) fp8 moved 28% fewer L2 sectors and ran slower, since
+// its 1-lane warps issue ~2,600 instructions per token at 0.63 per scheduler cycle (run
+// 37's profile): instruction issue binds as tightly. The kernel is built around
 // keeping bytes in flight: every warp is persistent and walks tiles of 32 / kLanes tokens;
 // everything a tile reads (input rows, RoPE table rows, positions) is copied into the
 // warp's shared memory with cp.async a tile ahead (KeyRing), so the next tile loads while
@@ -65,12 +69,8 @@ struct alignas(32) KeyRing {  // rows and rope start 32-byte aligned (see kPartP
   static constexpr int kRopeStride = 72;
   uint4 rows[kTokens * kRowChunks];                  // input rows of the next tile to compute
   alignas(16) float rope[2][kTokens * kRopeStride];  // RoPE rows of tiles i and i + 1
-  // Of tiles i and i + 1 while tile i starts; the group issued during tile i copies those
-  // of tile i + 2 over tile i's, which every lane has read into registers by then. tokens:
-  // the batch index of each (KeyStoreArgs::token_order; unused without one).
-  int32_t positions[2][kTokens];
-  int32_t seq[2][kTokens];
-  int32_t tokens[2][kTokens];
+  int32_t positions[3][kTokens];                     // of tiles i, i + 1, i + 2
+  int32_t seq[3][kTokens];
   uint8_t* value_dst[kTokens];  // this tile's cache slots (null: not stored), for the copy-out
 };
 
@@ -111,11 +111,10 @@ __device__ __forceinline__ int input_chunk(int k, int c) {
 // The copies of one tile's input rows: lane l copies chunk l % 16 of rows l / 16 + 2j, so
 // a warp instruction reads two whole rows (4 lines). A tile wholly inside the batch reads
 // from one address per lane plus constant offsets; the last one repeats the last token
-// past the end (computed and not stored). With a token order the rows are those of the
-// tile's landed tokens[b].
+// past the end (computed and not stored).
 template <int kLanes>
 __device__ __forceinline__ void issue_input_rows(const KeyStoreArgs& args, int64_t tile, KeyRing<kLanes>& ring,
-                                                 int b, int lane) {
+                                                 int lane) {
   using Ring = KeyRing<kLanes>;
   // Read once: evict-first. Not at 8 lanes: there a lane's destination is the warp's base
   // plus 16 x lane, and ptxas 13.0 (sm_90a) then addresses it as [R + UR] and overwrites
@@ -127,15 +126,6 @@ __device__ __forceinline__ void issue_input_rows(const KeyStoreArgs& args, int64
   const int64_t first = tile * Ring::kTokens;
   const int c = lane % 16, k0 = lane / 16;
   const auto* input = static_cast<const uint8_t*>(args.input);
-  if (args.token_order != nullptr) {
-#pragma unroll
-    for (int j = 0; j < Ring::kTokens / 2; ++j) {
-      const int64_t token = ring.tokens[b][k0 + 2 * j];
-      copy_async<16, kPriority>(&ring.rows[input_chunk<kLanes>(k0 + 2 * j, c)],
-                                input + token * Ring::kRowBytes + 16 * c);
-    }
-    return;
-  }
   if (first + Ring::kTokens <= args.num_tokens) {
     const uint8_t* src = input + (first + k0) * Ring::kRowBytes + 16 * c;
 #pragma unroll
@@ -152,24 +142,20 @@ __device__ __forceinline__ void issue_input_rows(const KeyStoreArgs& args, int64
   }
 }
 
-// The copies of one tile's positions and sequences (and batch indices, with a token
-// order) into buffer `b`.
+// The copies of one tile's positions and sequences into buffer `b`.
 template <int kLanes>
 __device__ __forceinline__ void issue_positions(const KeyStoreArgs& args, int64_t tile, KeyRing<kLanes>& ring,
                                                 int b, int lane) {
   using Ring = KeyRing<kLanes>;
   const int64_t first = tile * Ring::kTokens;
-  const int arrays = args.token_order != nullptr ? 3 : 2;
 #pragma unroll
-  for (int i = lane; i < 3 * Ring::kTokens; i += kWarpLanes) {
+  for (int i = lane; i < 2 * Ring::kTokens; i += kWarpLanes) {
     const int k = i % Ring::kTokens;
-    const int64_t entry = min(first + k, args.num_tokens - 1);
+    const int64_t token = min(first + k, args.num_tokens - 1);
     if (i < Ring::kTokens) {
-      copy_async<4>(&ring.positions[b][k], args.positions + entry);
-    } else if (i < 2 * Ring::kTokens) {
-      copy_async<4>(&ring.seq[b][k], args.seq + entry);
-    } else if (arrays == 3) {
-      copy_async<4>(&ring.tokens[b][k], args.token_order + entry);
+      copy_async<4>(&ring.positions[b][k], args.positions + token);
+    } else {
+      copy_async<4>(&ring.seq[b][k], args.seq + token);
     }
   }
 }
@@ -178,16 +164,10 @@ __device__ __forceinline__ void issue_positions(const KeyStoreArgs& args, int64_
 // sequence of a batch re-reads the same rows (16 MB for 64K positions, against 256 MB of
 // input rows per 1M tokens streaming past): evict-last, so they stay in L2 (run 18's
 // profile: 35% more HBM bytes than the kernel's own, the table re-read from HBM).
-// A token whose position equals its predecessor's in the tile uses that token's row, and
-// its own row is not read (a token order groups equal positions; without one, neighbours
-// rarely share one). Returns the tile's run starts: bit k set when token k reads its row.
 template <int kLanes>
-__device__ __forceinline__ uint32_t issue_rope_rows(const KeyStoreArgs& args, KeyRing<kLanes>& ring, int pb, int rb,
-                                                    int lane) {
+__device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, KeyRing<kLanes>& ring, int pb, int rb,
+                                                int lane) {
   using Ring = KeyRing<kLanes>;
-  const int* positions = ring.positions[pb];
-  const uint32_t starts = __ballot_sync(
-      kFullMask, lane < Ring::kTokens && (lane == 0 || positions[lane] != positions[lane - 1]));
   // Lane l copies chunk c = l % 16 (0-7: cos, 8-15: sin) of the rows of tokens
   // k0 + j, k0 = (l / 16) x kTokens / 2: a warp instruction reads two whole rows (4 lines),
   // and a lane's destinations are one address plus constant offsets.
@@ -202,19 +182,10 @@ __device__ __forceinline__ uint32_t issue_rope_rows(const KeyStoreArgs& args, Ke
   for (int j0 = 0; j0 < kHalf; j0 += kBatch) {
     const float* src[kBatch];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) src[b] = table + static_cast<int64_t>(positions[k0 + j0 + b]) * 32;
+    for (int b = 0; b < kBatch; ++b) src[b] = table + static_cast<int64_t>(ring.positions[pb][k0 + j0 + b]) * 32;
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {  // a repeated row: a zero-byte copy, no read
-      copy_async<16, L2Priority::kEvictLast>(dst + (j0 + b) * Ring::kRopeStride, src[b],
-                                             (starts >> (k0 + j0 + b)) & 1);
-    }
+    for (int b = 0; b < kBatch; ++b) copy_async<16, L2Priority::kEvictLast>(dst + (j0 + b) * Ring::kRopeStride, src[b]);
   }
-  return starts;
-}
-
-// The token whose RoPE row token k of a tile uses: the last run start at or before k.
-__device__ __forceinline__ int rope_row_of(uint32_t starts, int k) {
-  return 31 - __clz(starts & ((2u << k) - 1));  // bit 0 is always set
 }
 
 // Cache values go out through shared memory when every row can be written in 16-byte
@@ -301,60 +272,54 @@ key_store_kernel(const KeyStoreArgs args) {
   const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
 
   // Tile i of this warp is first_tile + i * stride. Prologue: the positions of tile 0, then
-  // the group of tile 0 (input, RoPE rows; positions of tile 1). A group returns its tile's
-  // RoPE run starts (issue_rope_rows).
+  // the group of tile 0 (input, RoPE rows; positions of tile 1).
   const auto tile_of = [&](int i) { return first_tile + static_cast<int64_t>(i) * stride; };
   const auto issue_group = [&](int i) {  // the group of tile i: all of it exists if tile i does
-    uint32_t starts = 1;
     if (tile_of(i) < tiles) {
-      issue_input_rows<kLanes>(args, tile_of(i), ring, i % 2, lane);
-      starts = issue_rope_rows<kLanes>(args, ring, i % 2, i % 2, lane);
+      issue_input_rows<kLanes>(args, tile_of(i), ring, lane);
+      issue_rope_rows<kLanes>(args, ring, i % 3, i % 2, lane);
     }
-    if (tile_of(i + 1) < tiles) issue_positions<kLanes>(args, tile_of(i + 1), ring, (i + 1) % 2, lane);
+    if (tile_of(i + 1) < tiles) issue_positions<kLanes>(args, tile_of(i + 1), ring, (i + 1) % 3, lane);
     commit_async();
-    return starts;
   };
   if (first_tile < tiles) issue_positions<kLanes>(args, first_tile, ring, 0, lane);
   commit_async();
   wait_async<0>();
   __syncwarp();
-  uint32_t rope_starts = issue_group(0);  // of the tile computed next
+  issue_group(0);
 
   for (int i = 0; tile_of(i) < tiles; ++i) {
     const int64_t tile = tile_of(i);
     wait_async<0>();  // the group of this tile: its input, RoPE rows, the next positions
     __syncwarp();     // (every lane's copies)
 
-    // Entry e of the batch (its token: token_order[e], or e), e past the end: the group
-    // recomputes the last entry and stores nothing (every lane of the warp must take part
-    // in the shuffles).
-    const int64_t entry = tile * Ring::kTokens + token_in_tile;
-    const bool store = entry < args.num_tokens;
-    const int position = ring.positions[i % 2][token_in_tile];
-    const int rope_row = rope_row_of(rope_starts, token_in_tile);
+    const int64_t token_unclamped = tile * Ring::kTokens + token_in_tile;
+    // A group past the end recomputes the last token and stores nothing: every lane of the
+    // warp must take part in the shuffles.
+    const bool store = token_unclamped < args.num_tokens;
+    const int64_t token = store ? token_unclamped : args.num_tokens - 1;
+    const int position = ring.positions[i % 3][token_in_tile];
     // Paged store address first: its page-table read then overlaps the arithmetic.
     // page = table[seq][pos / P], slot pos % P; [P x values | P x scales]
     const PageSlot page_slot_of_token = page_slot(position, args.page_size);
-    const int64_t page = args.page_tables[static_cast<int64_t>(ring.seq[i % 2][token_in_tile]) * args.page_table_stride +
+    const int64_t page = args.page_tables[static_cast<int64_t>(ring.seq[i % 3][token_in_tile]) * args.page_table_stride +
                                           page_slot_of_token.table_index];
 
     HeadPart<kLanes> x;
     if (args.input_bf16) {
       read_staged_row<kLanes>(ring, token_in_tile, part, x);
     } else {
-      const int64_t token = args.token_order != nullptr ? ring.tokens[i % 2][token_in_tile]
-                                                        : (store ? entry : args.num_tokens - 1);
       load_head<kLanes>(static_cast<const float*>(args.input) + token * kHeadDim, false, part, x);
     }
-    __syncwarp();  // the input rows and this tile's positions are read: the next group may land
-    rope_starts = issue_group(i + 1);
+    __syncwarp();  // the input rows are read: the next tile's group may land
+    issue_group(i + 1);
     round_head_bf16<kLanes>(r.key_rounding.input, x);
 
     norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
     if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
     float* rope = ring.rope[i % 2];
-    const float* rope_cos_sin = rope + rope_row * Ring::kRopeStride;
-    rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_cos_sin, rope_cos_sin + 32);
+    const float* rope_row = rope + token_in_tile * Ring::kRopeStride;
+    rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
 
     const int offset = page_slot_of_token.offset;
     constexpr int kValueBytes = value_bytes(kFormat), kScaleBytes = scale_bytes(kFormat);

@@ -45,10 +45,6 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() const { return ptr_; }
-  void upload(const std::vector<T>& host) {  // as many elements as the buffer holds
-    if (host.size() != count_) throw std::logic_error("DeviceBuffer::upload: size mismatch");
-    cuda_ok(cudaMemcpy(ptr_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
-  }
   std::vector<T> download() const {
     std::vector<T> host(count_);
     cuda_ok(cudaDeviceSynchronize(), "kernel");

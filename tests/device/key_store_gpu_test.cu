@@ -105,11 +105,6 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       const bool bf16_input = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
       const int lanes = kLaneWidths[std::uniform_int_distribution<size_t>(0, kLaneWidths.size() - 1)(rng)];
       const int max_blocks = std::array<int, 3>{0, 1, 3}[std::uniform_int_distribution<int>(0, 2)(rng)];
-      // The processing order (api.h KeyStoreArgs::token_order), which must not change a
-      // byte either: the batch's own, the position order build_key_store_order makes
-      // (the sequences all start at position 0, so tiles hold repeated positions and read
-      // shared RoPE rows), or a random permutation.
-      const int order_kind = std::uniform_int_distribution<int>(0, 2)(rng);
       std::vector<uint16_t> bits;
       if (bf16_input) bits = to_bf16_bits(input);
 
@@ -142,30 +137,6 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       args.page_size = page_size;
       args.recipe = dev::kernel_recipe(recipe);
       args.max_blocks = max_blocks;
-      DeviceBuffer<int32_t> d_order_tokens(T), d_order_pos(T), d_order_seq(T);
-      const dev::KeyStoreOrder order{d_order_tokens.get(), d_order_pos.get(), d_order_seq.get()};
-      if (order_kind == 1) {
-        DeviceBuffer<uint8_t> scratch(dev::key_store_order_scratch_bytes(T));
-        dev::build_key_store_order(d_pos.get(), d_seq.get(), T, 4096, order, scratch.get(),
-                                   dev::key_store_order_scratch_bytes(T));
-        const std::vector<int32_t> tokens = d_order_tokens.download(), pos = d_order_pos.download();
-        std::vector<int32_t> seen(T, 0);  // a permutation, positions non-decreasing and each the token's own
-        for (int64_t e = 0; e < T; ++e) {
-          ASSERT_TRUE(tokens[e] >= 0 && tokens[e] < T && seen[tokens[e]]++ == 0) << "entry " << e;
-          ASSERT_EQ(pos[e], b.token_pos[tokens[e]]);
-          if (e > 0) ASSERT_LE(pos[e - 1], pos[e]);
-        }
-        args = dev::in_order(args, order);
-      } else if (order_kind == 2) {
-        std::vector<int32_t> tokens(T), pos(T), seqs(T);
-        std::iota(tokens.begin(), tokens.end(), 0);
-        std::shuffle(tokens.begin(), tokens.end(), rng);
-        for (int64_t e = 0; e < T; ++e) pos[e] = b.token_pos[tokens[e]], seqs[e] = b.token_seq[tokens[e]];
-        d_order_tokens.upload(tokens);
-        d_order_pos.upload(pos);
-        d_order_seq.upload(seqs);
-        args = dev::in_order(args, order);
-      }
       dev::launch_key_store(args, lanes);
       const std::vector<uint8_t> actual = d_cache.download();
 
@@ -177,8 +148,7 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       const oracle::ByteVerdict v = oracle::compare_paged_cache(layout, owners, expected, actual);
       ASSERT_TRUE(v.pass) << recipe.name << ", page size " << page_size << ", "
                           << (bf16_input ? "bf16" : "fp32") << " input, " << lanes << " lanes per head, grid cap "
-                          << max_blocks << ", " << std::array<const char*, 3>{"batch", "position", "random"}[order_kind]
-                          << " order, batch " << batches << ":\n"
+                          << max_blocks << ", batch " << batches << ":\n"
                           << v.describe();
       tokens += T;
       ++batches;
