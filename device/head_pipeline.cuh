@@ -294,19 +294,24 @@ __device__ __forceinline__ float apply_scale(float x, float scale, float inv, bo
 
 // e2m1 code of v (sign bit 3): nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating; ties to
 // the even code, or toward zero (SGLang's strict '>' against the midpoints). NaN -> +6.
+// Branch-free on the bits of |v|, which order like the magnitudes. From 1 up the codes are
+// e2m1's normal numbers, 2 x (exponent - 1) + a mantissa bit: rounding |v| to one mantissa
+// bit (add 2^21 - 1 to the bits, plus the kept bit 22 for ties to even, then drop 22 bits)
+// and rebasing the exponent (1.0 = 0x3f800000 -> 254 -> code 2) gives the code; a round-up
+// past a binade carries into the exponent, and everything from 8 up (infinity too) clamps
+// to 7 = 6.0. Below 1 the codes are evenly spaced (0, 0.5, 1): two comparisons with the
+// midpoints, 0.25 (a tie goes down either way: 0 is even) and 0.75 (a tie goes up to even
+// 1.0 only under ties-to-even). The threshold form this replaces (seven comparisons and a
+// branch per value) made the fp4 kernels twice as long as the fp8 ones (SASS of run 39's
+// build); tests/device/e2m1_exhaustive_gpu_test.cu checks every float, both tie rules.
 __device__ __forceinline__ unsigned e2m1_code(float v, ref::Rounding rounding) {
-  if (isnan(v)) return 0x7;
-  const float mag = fabsf(v);
-  const float midpoints[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-  unsigned code = 0;
-#pragma unroll
-  for (int i = 0; i < 7; ++i) {
-    // A tie at midpoint i rounds up when the upper code i+1 is even (i odd) under RNE.
-    const bool up = mag > midpoints[i] ||
-                    (rounding == ref::Rounding::kNearestEven && mag == midpoints[i] && (i & 1));
-    code += up ? 1u : 0u;
-  }
-  return code | (signbit(v) ? 0x8u : 0u);
+  const unsigned bits = __float_as_uint(v), mag = bits & 0x7fffffffu;
+  const bool to_even = rounding == ref::Rounding::kNearestEven;
+  const unsigned half_less_one = 0x1fffffu + (to_even ? (mag >> 22) & 1u : 0u);
+  const unsigned normal = min(((mag + half_less_one) >> 22) - 252u, 7u);  // mag >= 1.0f
+  const unsigned below_one = (mag > 0x3e800000u ? 1u : 0u) + (mag > (to_even ? 0x3f3fffffu : 0x3f400000u) ? 1u : 0u);
+  const unsigned code = (mag < 0x3f800000u ? below_one : normal) | ((bits >> 28) & 8u);
+  return mag > 0x7f800000u ? 0x7u : code;
 }
 
 // Value of an e2m1 code: {0, .5, 1, 1.5, 2, 3, 4, 6}; for c >= 2 the bits of (1 + m/2) *

@@ -109,7 +109,9 @@ typedef struct {
 } dsaf_topk_args_v1;
 
 /* logits_contract: 0 = exact-order (byte-equal to the reference's fp32 or bf16 order),
- * 1 = bounded (verify reports the error against the exact score and the top-K overlap). */
+ * 1 = bounded: every logit within the tensor-core bound of oracle/logits_bound.h of the
+ * exact score (fp8 or bf16-stored caches, fp32 accumulation; verify fails a score past it,
+ * and for other formats reports the error only), with the top-K overlap reported. */
 typedef struct {
   uint32_t abi_version;
   const char* name;

@@ -1,13 +1,15 @@
 // File: verify_scoring.cc — the scoring and selection stages of `verify` (verify.h):
 // paged logits on caches and queries the reference itself produced (decode rows and
 // ragged causal-prefill rows, every page-size class), and top-K on random, tie-heavy and
-// near-equal rows. Exact-order logits and top-K compare bit for bit; bounded logits are
-// measured against the exact (fp64) score and by top-K recall.
+// near-equal rows. Exact-order logits and top-K compare bit for bit; bounded logits must
+// lie within the contract's bound of the exact (fp64) score on every score
+// (oracle/logits_bound.h), and their top-K recall is reported.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
+#include "oracle/logits_bound.h"
 #include "oracle/topk_metrics.h"
 #include "oracle/verify.h"
 #include "reference/paged_cache.h"
@@ -33,10 +35,10 @@ void gaussian_row(std::mt19937_64& rng, float* out, float scale) {
 }
 
 // One logits batch: the kernel's inputs and, per row, the reference scores (the recipe's
-// accumulation) and the exact ones.
+// accumulation), the exact ones, and the bounded contract's limit on each score's error.
 struct LogitsCase {
   dev::HostLogitsBatch host;
-  std::vector<std::vector<double>> expected, exact;
+  std::vector<std::vector<double>> expected, exact, error_bound;
 };
 
 LogitsCase make_logits_case(std::mt19937_64& rng, const ref::Recipe& recipe, int page_size, int heads, bool prefill) {
@@ -94,8 +96,23 @@ LogitsCase make_logits_case(std::mt19937_64& rng, const ref::Recipe& recipe, int
       h.weights.push_back(static_cast<float>(q.weights[i]));
     }
     const ref::PreparedQuery prepared = ref::prepare_query(q.heads, q.weights);
-    c.expected.push_back(ref::index_scores(prepared, keys[h.row_seq[r]], h.row_valid[r], recipe.score));
-    c.exact.push_back(ref::index_scores(prepared, keys[h.row_seq[r]], h.row_valid[r], ref::ScoreAccum::kExact));
+    const ref::KeyMatrix& k = keys[h.row_seq[r]];
+    c.expected.push_back(ref::index_scores(prepared, k, h.row_valid[r], recipe.score));
+    c.exact.push_back(ref::index_scores(prepared, k, h.row_valid[r], ref::ScoreAccum::kExact));
+    // W = sum_h |w_h| sum_d |q_hd k_d| per key, for the bound (infinite where none is derived)
+    std::vector<double> bound(h.row_valid[r], HUGE_VAL);
+    const bool derived = logit_bound_derived_for(recipe.key_quant.format, recipe.score);
+    for (int64_t s = 0; derived && s < h.row_valid[r]; ++s) {
+      const double* key = k.dot_values.data() + s * kHeadDim;
+      double weighted = 0.0;
+      for (int i = 0; i < heads; ++i) {
+        double magnitude = 0.0;
+        for (int d = 0; d < kHeadDim; ++d) magnitude += std::fabs(q.heads[i].dot_values[d] * key[d]);
+        weighted += std::fabs(q.weights[i]) * magnitude;
+      }
+      bound[s] = bounded_logit_error(recipe.key_quant.format, heads, k.dot_scales[s], weighted);
+    }
+    c.error_bound.push_back(std::move(bound));
   }
   return c;
 }
@@ -115,7 +132,7 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const VerifyConfig&
   const int heads = config.num_heads == 8 || config.num_heads == 16 || config.num_heads == 32 ? config.num_heads : 64;
   const bool exact_order = kernel.logits_exact_order();
   int64_t rows = 0, scores = 0;
-  double worst_relative = 0.0, recall_sum = 0.0;
+  double worst_relative = 0.0, worst_bound_fraction = 0.0, recall_sum = 0.0;
   bool ok = true;
   std::string failure;
   const int page_sizes[] = {1, 2, 16, 64, 128, 256};
@@ -142,9 +159,16 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const VerifyConfig&
             failure = where + ": " + std::to_string(row[s]) + " vs reference " + std::to_string(want);
           }
         } else {
+          const double error = std::fabs(row[s] - c.exact[r][s]), bound = c.error_bound[r][s];
           row_max = std::max(row_max, std::fabs(c.exact[r][s]));
-          row_error = std::max(row_error, std::fabs(row[s] - c.exact[r][s]));
-          if (!std::isfinite(row[s])) ok = false, failure = where + ": not finite";
+          row_error = std::max(row_error, error);
+          if (bound > 0) worst_bound_fraction = std::max(worst_bound_fraction, error / bound);
+          if (!(error <= bound)) {  // NaN and infinities fail too
+            ok = false;
+            failure = where + ": " + std::to_string(row[s]) + " is " + std::to_string(error) +
+                      " from the exact score " + std::to_string(c.exact[r][s]) + ", past the bounded contract's " +
+                      std::to_string(bound);
+          }
         }
         ++scores;
       }
@@ -169,13 +193,18 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const VerifyConfig&
     report.text += "paged logits: bit-exact (exact-order contract) on " + std::to_string(scores) + " scores in " +
                    std::to_string(rows) + " rows (page sizes 1..256, decode and prefill rows)\n";
   } else {
-    char line[256];
+    const bool derived = logit_bound_derived_for(recipe.key_quant.format, recipe.score);
+    char line[384];
     std::snprintf(line, sizeof line,
-                  "paged logits (bounded contract): %lld scores in %lld rows; largest error %.3g of the row's largest "
-                  "|exact score|; top-64 recall vs exact %.4f (mean)\n",
-                  static_cast<long long>(scores), static_cast<long long>(rows), worst_relative,
-                  rows ? recall_sum / rows : 1.0);
+                  "paged logits (bounded contract): %lld scores in %lld rows %s, largest error %.3g of its bound and "
+                  "%.3g of the row's largest |exact score|; top-64 recall vs exact %.4f (mean)\n",
+                  static_cast<long long>(scores), static_cast<long long>(rows),
+                  derived ? "within the bound (oracle/logits_bound.h)"
+                          : "finite (no bound is derived for this cache format and accumulation: errors reported only)",
+                  worst_bound_fraction, worst_relative, rows ? recall_sum / rows : 1.0);
     report.text += line;
+    stage["bound_derived"] = derived;
+    stage["worst_error_fraction_of_bound"] = worst_bound_fraction;
     stage["worst_error_relative_to_row_max"] = worst_relative;
     stage["mean_top64_recall"] = rows ? recall_sum / rows : 1.0;
   }

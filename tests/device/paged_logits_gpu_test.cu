@@ -4,13 +4,14 @@
 // rows at random positions), shuffled page tables with gaps,
 // every page size 1..256, head counts 8..64, and every preset's formats and accumulation.
 // On the same batches, the tensor-core kernel (device/paged_logits_mma.cu) against the
-// bound derived in its header, on every score, for every preset it takes (fp8 cache with
+// bound derived in its header (oracle/logits_bound.h), on every score, for every preset it takes (fp8 cache with
 // fp8 queries, bf16 cache with fp8 or bf16 queries; fp32 accumulation; 16-64 heads).
 #include <cmath>
 #include <cstring>
 #include <numeric>
 
 #include "device/api.h"
+#include "oracle/logits_bound.h"
 #include "reference/paged_cache.h"
 #include "reference/pipeline.h"
 #include "reference/rope.h"
@@ -41,16 +42,6 @@ bool fast_kernel_takes(const ref::Recipe& r) {
   if (r.score != ref::ScoreAccum::kFp32) return false;
   if (k == ref::StorageFormat::kFp8E4m3fn) return q == ref::StorageFormat::kFp8E4m3fn;
   return is_bf16_storage(k) && (q == ref::StorageFormat::kFp8E4m3fn || is_bf16_storage(q));
-}
-
-// paged_logits_mma.cu's bound on |fast - exact| for one score, with
-// W = sum_h |w_h| M_h, M_h = sum_d |q_hd k_d|:
-//   k_scale * (E * W + (H + 4) * 2^-24 * W),  E = 4 x 34 x 2^-12 (fp8 cache), 200 x 2^-23 (bf16)
-// (the header derives 132 x 2^-12 and 192 x 2^-23; the rest absorbs second-order terms).
-double fast_kernel_bound(ref::StorageFormat k_format, int heads, double k_scale, double weighted_m) {
-  const bool fp8 = k_format == ref::StorageFormat::kFp8E4m3fn;
-  const double dot = fp8 ? 4 * 34 * std::ldexp(1.0, -12) : 200 * std::ldexp(1.0, -23);
-  return k_scale * (dot * weighted_m + (heads + 4) * std::ldexp(weighted_m, -24));
 }
 
 class PagedLogitsGpu : public ::testing::TestWithParam<std::string> {};
@@ -189,7 +180,7 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
             for (int d = 0; d < kHeadDim; ++d) m += std::fabs(q.heads[h].dot_values[d] * key.dot_values[d]);
             weighted_m += std::fabs(q.weights[h]) * m;
           }
-          const double bound = fast_kernel_bound(recipe.key_quant.format, H, key.dot_scale, weighted_m);
+          const double bound = oracle::bounded_logit_error(recipe.key_quant.format, H, key.dot_scale, weighted_m);
           const double error = std::fabs(static_cast<double>(got) - exact[s]);
           ASSERT_LE(error, bound) << recipe.name << " fast kernel, batch " << batch_index << " row " << r << " key " << s
                                   << ": " << got << " vs exact " << exact[s];
