@@ -374,15 +374,16 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 
 }  // namespace
 
-// Measured on the H200 (bench/results/LOG.md run 37, 1M tokens): sglang-v4-fp8 0.137 ms at
-// 1 lane (2: 0.148), sglang-v4-bf16 0.170 ms at 2 lanes (1: 0.178), sglang-v4-fp4 0.312 ms
-// at 4 (2: 0.321); the generic kernel (dsv32 recipes): dsv32-ref 0.61 ms at 2 lanes (1:
-// 1.21), dsv32-bf16 0.39 at 1 lane (2: 0.42; runs 34, 37 and 39 alike).
+// Measured on the H200 (bench/results/LOG.md runs 37 and 40, 1M tokens): sglang-v4-fp8
+// 0.137 ms at 1 lane (2: 0.148), sglang-v4-bf16 0.171 ms at 2 lanes (1: 0.178),
+// sglang-v4-fp4 0.235 ms at 1 lane (4: 0.250; run 40, the branch-free e2m1 encoder); the
+// generic kernel (dsv32 recipes): dsv32-ref 0.60 ms at 2 lanes (1: 1.20), dsv32-bf16 0.39
+// at 1 lane (2: 0.42; runs 34, 37, 39 and 40 alike).
 int fastest_key_lanes(const KernelRecipe& recipe) {
   const bool pinned = key_store_path(recipe) != RuntimeKeyPath::kName;
   switch (recipe.key_quant.format) {
     case ref::StorageFormat::kFp8E4m3fn: return pinned ? 1 : 2;
-    case ref::StorageFormat::kFp4E2m1: return 4;
+    case ref::StorageFormat::kFp4E2m1: return pinned ? 1 : 4;
     case ref::StorageFormat::kBf16: return pinned ? 2 : 1;
     default: return 2;
   }
