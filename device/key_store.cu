@@ -374,11 +374,12 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 
 }  // namespace
 
-// Measured on the H200 (bench/results/LOG.md runs 37 and 40, 1M tokens): sglang-v4-fp8
-// 0.137 ms at 1 lane (2: 0.148), sglang-v4-bf16 0.171 ms at 2 lanes (1: 0.178),
-// sglang-v4-fp4 0.235 ms at 1 lane (4: 0.250; run 40, the branch-free e2m1 encoder); the
-// generic kernel (dsv32 recipes): dsv32-ref 0.60 ms at 2 lanes (1: 1.20), dsv32-bf16 0.39
-// at 1 lane (2: 0.42; runs 34, 37, 39 and 40 alike).
+// Measured on the H200 (bench/results/LOG.md runs 37, 40-42, 1M tokens): sglang-v4-fp8
+// 0.137 ms at 1 lane (2: 0.148), sglang-v4-bf16 0.171 ms at 2 lanes (1: 0.177),
+// sglang-v4-fp4 0.214 ms at 1 lane (2: 0.227, 4: 0.229; run 42, the branch-free e2m1
+// encoder; 4 lanes were fastest with the threshold one); the generic kernel (dsv32
+// recipes): dsv32-ref 0.60 ms at 2 lanes (1: 1.19), dsv32-bf16 0.39 at 1 lane (2: 0.41;
+// runs 34, 37, 39-42 alike).
 int fastest_key_lanes(const KernelRecipe& recipe) {
   const bool pinned = key_store_path(recipe) != RuntimeKeyPath::kName;
   switch (recipe.key_quant.format) {
