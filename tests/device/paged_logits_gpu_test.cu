@@ -4,8 +4,9 @@
 // rows at random positions), shuffled page tables with gaps,
 // every page size 1..256, head counts 8..64, and every preset's formats and accumulation.
 // On the same batches, the tensor-core kernel (device/paged_logits_mma.cu) against the
-// bound derived in its header (oracle/logits_bound.h), on every score, for every preset it takes (fp8 cache with
-// fp8 queries, bf16 cache with fp8 or bf16 queries; fp32 accumulation; 16-64 heads).
+// bound derived in its header (oracle/logits_bound.h), on every score, for every preset it
+// takes (fp8 cache with fp8 queries, bf16 cache with fp8 or bf16 queries; fp32
+// accumulation; 16-64 heads).
 #include <cmath>
 #include <cstring>
 #include <numeric>
