@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
@@ -155,6 +156,16 @@ int main(int argc, char** argv) {
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
 
   const double copy_gbps = bench::copy_bandwidth_gbps();
+  // DSAF_BENCH_PERSISTING_L2_MB=N: set N MB of L2 aside for persisting lines (a device-wide
+  // setting a serving stack makes once; the kernel's RoPE-row copies are marked evict-last).
+  size_t persisting_l2_bytes = 0;
+  if (const char* mb = std::getenv("DSAF_BENCH_PERSISTING_L2_MB")) {
+    persisting_l2_bytes = std::min<size_t>(std::strtoull(mb, nullptr, 10) << 20, prop.persistingL2CacheMaxSize);
+    BENCH_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, persisting_l2_bytes));
+    BENCH_CHECK(cudaDeviceGetLimit(&persisting_l2_bytes, cudaLimitPersistingL2CacheSize));
+    std::printf("persisting L2 set-aside: %zu bytes (device maximum %d, L2 %d)\n", persisting_l2_bytes,
+                prop.persistingL2CacheMaxSize, prop.l2CacheSize);
+  }
 
   // Inputs: 1M bf16 rows (Gaussian with outlier channels), 16 sequences x 64K positions.
   std::mt19937 rng(1);
@@ -192,6 +203,7 @@ int main(int argc, char** argv) {
 
   std::string json = "{\n  \"gpu\": \"" + std::string(prop.name) + "\",\n  \"tokens\": " +
                      std::to_string(kTokens) + ",\n  \"copy_bandwidth_gbps\": " + std::to_string(copy_gbps) +
+                     ",\n  \"persisting_l2_bytes\": " + std::to_string(persisting_l2_bytes) +
                      ",\n  \"bytes_counted\": \"bf16 input read + cache bytes written + page table read\",\n  \"cases\": [";
   bool first = true;
   for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref", "dsv32-bf16"}) {
