@@ -295,9 +295,9 @@ __device__ __forceinline__ float apply_scale(float x, float scale, float inv, bo
 // e2m1 code of v (sign bit 3): nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating; ties to
 // the even code, or toward zero (SGLang's strict '>' against the midpoints). NaN -> +6.
 // Branch-free on the bits of |v|, which order like the magnitudes. From 1 up the codes are
-// e2m1's normal numbers, 2 x (exponent - 1) + a mantissa bit: rounding |v| to one mantissa
-// bit (add 2^21 - 1 to the bits, plus the kept bit 22 for ties to even, then drop 22 bits)
-// and rebasing the exponent (1.0 = 0x3f800000 -> 254 -> code 2) gives the code; a round-up
+// e2m1's normal numbers, 2 x (biased exponent, 1 for 1.0) + a mantissa bit: rounding |v|
+// to one mantissa bit (add 2^21 - 1 to the bits, plus the kept bit 22 for ties to even,
+// then drop 22 bits) and rebasing (1.0 = 0x3f800000 -> 254 -> code 2) gives the code; a round-up
 // past a binade carries into the exponent, and everything from 8 up (infinity too) clamps
 // to 7 = 6.0. Below 1 the codes are the integers nearest 2|v| (0, 1, 2), and the float
 // unit rounds to integers for us: 2|v| + 1.5 x 2^23 lies in [2^23, 2^24), where floats are
