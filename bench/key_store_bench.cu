@@ -234,13 +234,43 @@ int main(int argc, char** argv) {
     // Every lane-group width; the automatic one (fastest_key_lanes) is the headline number. Ten launches per
     // timing (bench::median_ms): at ~0.1 ms a kernel, one launch's host overhead is 5%.
     constexpr int kCallsPerTiming = 10;
-    std::string widths;
-    float fused_ms = 0.0f;
+    // Each width again with the tile order (api.h KeyStoreArgs::tile_order) built for its
+    // tiles: the batch's 16 sequences share positions, so sorted tiles share RoPE rows. The
+    // order is built once per batch (timed apart: a serving stack reuses it for every
+    // layer); the cache must be byte-identical to the batch-order launch's.
+    const size_t cache_bytes = static_cast<size_t>(pages) * kPage * token_bytes;
+    const auto cache_after = [&](const dev::KeyStoreArgs& args, int lanes) {
+      std::vector<uint8_t> host(cache_bytes);
+      BENCH_CHECK(cudaMemset(d_cache, 0, cache_bytes));
+      dev::launch_key_store(args, lanes);
+      BENCH_CHECK(cudaMemcpy(host.data(), d_cache, cache_bytes, cudaMemcpyDeviceToHost));
+      return host;
+    };
+    std::string widths, ordered_widths;
+    float fused_ms = 0.0f, tile_order_ms = 0.0f, order_build_ms = 0.0f;
     for (int lanes : {1, 2, 4, 8}) {
       const float ms = bench::median_ms([&] { dev::launch_key_store(a, lanes); }, 21, kCallsPerTiming);
-      if (lanes == dev::fastest_key_lanes(a.recipe)) fused_ms = ms;
-      widths += (widths.empty() ? "" : ", ") + std::string("\"") + std::to_string(lanes) + "\": " + std::to_string(ms);
-      std::printf("%-16s lanes/head %2d: %.4f ms\n", name, lanes, ms);
+      const int tile_tokens = dev::key_store_tile_tokens(a.recipe, lanes);
+      const size_t scratch_bytes = dev::key_tile_order_scratch_bytes(kTokens, tile_tokens);
+      bench::DeviceArray<int32_t> order((kTokens + tile_tokens - 1) / tile_tokens);
+      bench::DeviceArray<uint8_t> scratch(scratch_bytes);
+      const float build_ms = bench::median_ms(
+          [&] { dev::build_key_tile_order(d_pos, kTokens, tile_tokens, kSeqLen, order.get(), scratch.get(), scratch_bytes); });
+      dev::KeyStoreArgs ordered = a;
+      ordered.tile_order = order.get();
+      ordered.tile_order_tokens = tile_tokens;
+      const std::vector<uint8_t> batch_order_cache = cache_after(a, lanes);  // launched first (tile_order_profile.sh)
+      if (batch_order_cache != cache_after(ordered, lanes)) {
+        std::fprintf(stderr, "%s, %d lanes: the tile order changed cache bytes\n", name, lanes);
+        return 2;
+      }
+      const float ordered_ms = bench::median_ms([&] { dev::launch_key_store(ordered, lanes); }, 21, kCallsPerTiming);
+      if (lanes == dev::fastest_key_lanes(a.recipe)) fused_ms = ms, tile_order_ms = ordered_ms, order_build_ms = build_ms;
+      const auto entry = [&](float v) { return std::string("\"") + std::to_string(lanes) + "\": " + std::to_string(v); };
+      widths += (widths.empty() ? "" : ", ") + entry(ms);
+      ordered_widths += (ordered_widths.empty() ? "" : ", ") + entry(ordered_ms);
+      std::printf("%-16s lanes/head %2d: %.4f ms, tile order %.4f ms (order built in %.4f ms; cache identical)\n", name,
+                  lanes, ms, ordered_ms, build_ms);
     }
     const unsigned blocks = static_cast<unsigned>(kTokens / kTokensPerBlock);
     const std::string path = dev::key_store_path(a.recipe);
@@ -281,22 +311,27 @@ int main(int argc, char** argv) {
       twin_no_rope_ms = std::min(twin(false, Sixteen{}), twin(false, Four{}));
     }
     const auto copy_fraction = [&](float ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 / copy_gbps : 0.0; };
-    char row[1280];
+    char row[1600];
     std::snprintf(row, sizeof row,
                   "%s\n    {\"recipe\": \"%s\", \"store_bytes_per_token\": %d, \"fused_ms\": %.4f, "
                   "\"unfused_ms\": %.4f, \"bytes\": %.0f, \"fused_gbps\": %.1f, \"fraction_of_copy\": %.3f, "
                   "\"speedup_vs_unfused\": %.2f, \"lanes_per_head\": %d, \"kernel_path\": \"%s\", "
                   "\"fused_ms_by_lanes_per_head\": {%s}, \"traffic_twin_ms\": %.4f, "
                   "\"traffic_twin_fraction_of_copy\": %.3f, \"traffic_twin_no_rope_ms\": %.4f, "
-                  "\"traffic_twin_no_rope_fraction_of_copy\": %.3f}",
+                  "\"traffic_twin_no_rope_fraction_of_copy\": %.3f, \"tile_order_ms\": %.4f, "
+                  "\"tile_order_fraction_of_copy\": %.3f, \"tile_order_build_ms\": %.4f, "
+                  "\"tile_order_ms_by_lanes_per_head\": {%s}}",
                   first ? "" : ",", name, token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
                   unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe), path.c_str(), widths.c_str(), twin_ms,
-                  copy_fraction(twin_ms), twin_no_rope_ms, copy_fraction(twin_no_rope_ms));
+                  copy_fraction(twin_ms), twin_no_rope_ms, copy_fraction(twin_no_rope_ms), tile_order_ms,
+                  copy_fraction(tile_order_ms), order_build_ms, ordered_widths.c_str());
     json += row;
     first = false;
     std::printf("%-16s kernel path: %s\n", name, path.c_str());
     std::printf("%-16s %3d B/token  fused %.3f ms (%.0f GB/s, %.0f%% of copy)  unfused %.3f ms (%.1fx)\n", name,
                 token_bytes, fused_ms, gbps, 100 * gbps / copy_gbps, unfused_ms, unfused_ms / fused_ms);
+    std::printf("%-16s tile order: fused %.3f ms (%.0f%% of copy)\n", name, tile_order_ms,
+                100 * copy_fraction(tile_order_ms));
     BENCH_CHECK(cudaFree(d_cache));
     BENCH_CHECK(cudaFree(d_cos));
     BENCH_CHECK(cudaFree(d_sin));

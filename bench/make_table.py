@@ -101,6 +101,10 @@ def key_store_rows(paths, torch):
         rows.append(Row("key store", case, "fused key path (key_store.cu)", field(c, "fused_ms", path),
                         field(c, "bytes", path), copy, torch.get(TORCH_KEY_PATH.get(recipe, "")),
                         f"unfused 4-kernel pipeline {float(field(c, 'unfused_ms', path)):.3f} ms"))
+        if "tile_order_ms" in c:  # the same batch with api.h's tile order (sequences share RoPE rows)
+            rows.append(Row("key store", case, "fused key path, tile order (key_store.cu)",
+                            field(c, "tile_order_ms", path), field(c, "bytes", path), copy, None,
+                            f"order built once per batch in {float(field(c, 'tile_order_build_ms', path)):.3f} ms"))
     return rows
 
 

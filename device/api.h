@@ -68,7 +68,37 @@ struct KeyStoreArgs {
   // Grid cap (0: as many blocks as fit on the device at once). A testing knob: the kernel's
   // warps are persistent, so fewer blocks make every warp walk more tiles of a batch.
   int max_blocks = 0;
+  // Tile order (optional). The kernel computes the batch in tiles of
+  // key_store_tile_tokens(recipe, lanes) consecutive tokens (the last one may be short).
+  // By default warp g of W takes tiles g, g + W, g + 2W, ...; with tile_order, a
+  // permutation of all [0, tiles) (build_key_tile_order makes one), warp g takes the
+  // contiguous run tile_order[g C .. g C + C - 1], C = ceil(tiles / W). Either way every
+  // byte of the cache is the same: what the order changes is RoPE table traffic. A warp
+  // whose next tile has exactly the positions of its current one keeps that tile's RoPE
+  // rows instead of reading them again (256 bytes a token from L2, as many as the input,
+  // in a kernel bound by L2 traffic: key_store.cu's header). In a batched prefill the
+  // sequences share positions 0, 1, 2, ..., so the same tile offsets of every sequence
+  // share rows, and sorting tiles by position puts them next to each other. The launcher
+  // cannot check the permutation (it stays on the device, like the page tables): a
+  // tile_order that is not one leaves tiles unwritten or written twice.
+  const int32_t* tile_order = nullptr;
+  int tile_order_tokens = 0;  // the tile size tile_order was built for; checked at launch
 };
+
+// Tokens per tile of the key kernel at a lane-group width (kAutoLanesPerHead: the width
+// launch_key_store picks for the recipe): 32 / lanes.
+int key_store_tile_tokens(const KernelRecipe& recipe, int lanes_per_head);
+// Device scratch bytes build_key_tile_order needs.
+size_t key_tile_order_scratch_bytes(int64_t num_tokens, int tile_tokens);
+// Writes to `order` (device, ceil(num_tokens / tile_tokens) entries) the tiles of
+// tile_tokens tokens sorted by the position of their first token, stably (equal positions
+// keep batch order); positions in [0, rope_positions) sort by value, others still yield a
+// permutation. The order depends on positions only: a serving stack builds it once per
+// batch and uses it for every layer. Stream 0. Throws dsaf::Error (kBadInput) for
+// num_tokens outside [1, 2^31), a tile size that is not 1, 2, 4, 8, 16 or 32, or scratch
+// smaller than key_tile_order_scratch_bytes.
+void build_key_tile_order(const int32_t* positions, int64_t num_tokens, int tile_tokens, int rope_positions,
+                          int32_t* order, void* scratch, size_t scratch_bytes);
 
 // Query path (device/query_quant.cu), one lane group per (token, head):
 //   q = input[t][h] -> RoPE(positions[t]) -> Hadamard -> quantise (per head), and

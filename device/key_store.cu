@@ -13,11 +13,18 @@
 // buy the time back: with tokens sorted by position and each tile reading a RoPE row once
 // (run 39, reverted; in git history) fp8 moved 28% fewer L2 sectors and ran slower, since
 // its 1-lane warps issue ~2,600 instructions per token at 0.63 per scheduler cycle (run
-// 37's profile): instruction issue binds as tightly. The kernel is built around
+// 37's profile): instruction issue binds as tightly, and the per-token bookkeeping of that
+// order cost every caller. What stayed is the cheap half: tiles keep their consecutive
+// tokens, and a warp whose next tile has its current tile's positions keeps the RoPE rows
+// (one compare and a vote per tile); an optional tile order (api.h) groups such tiles.
+// With it (runs 45-47, 16 sequences x 64K positions) bf16 stores take 0.163 ms against
+// 0.172 (78% of copy against 74%; L2 sectors 36.5 M -> 26.8 M), fp4 0.205 against 0.213,
+// and fp8 the same 0.139 ms: 29% fewer L2 sectors and 4% fewer instructions, but no
+// more issued per cycle. The kernel is built around
 // keeping bytes in flight: every warp is persistent and walks tiles of 32 / kLanes tokens;
-// everything a tile reads (input rows, RoPE table rows, positions) is copied into the
-// warp's shared memory with cp.async a tile ahead (KeyRing), so the next tile loads while
-// this one computes, without registers held for it. Narrow groups (1-2 lanes per token) issue the fewest
+// everything a tile reads (input rows, RoPE table rows, positions, page-table entries) is
+// copied into the warp's shared memory with cp.async a tile ahead (KeyRing), so the next
+// tile loads while this one computes, without registers held for it. Narrow groups (1-2 lanes per token) issue the fewest
 // instructions per token (no shuffles in the Hadamard, one lane per reduction) but hold
 // 64-128 values per lane, so few warps fit on an SM; the staging is what lets those few
 // warps keep HBM busy.
@@ -43,12 +50,13 @@ constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpLanes;
 // ahead, in one commit group per tile: its input rows (bf16, 256 bytes a row; fp32 input,
 // a test and verification format, is read from global memory instead), its RoPE table
 // rows (32 cos, 32 sin: as many bytes as the input; read from global memory by the one
-// lane that rotates, they were the longest stall in run 13's profile) and the positions
-// and sequences of the tile after it (the RoPE rows need them a tile early). So while a
+// lane that rotates, they were the longest stall in run 13's profile), its page-table
+// entries, and the positions and sequences of the tile after it (the RoPE rows and page
+// entries need them a tile early). So while a
 // warp computes tile i, the group of tile i + 1 is in flight and nothing waits in the
 // middle of a tile. The input rows are read into registers first, so one buffer serves;
-// the RoPE rows of tile i are read mid-tile, so they have two, and then carry the tile's
-// cache rows on their way out.
+// the RoPE rows of tile i are read mid-tile, so they have two, and the buffer the next
+// tile does not need carries the tile's cache rows on their way out.
 template <int kLanes>
 struct alignas(32) KeyRing {  // rows and rope start 32-byte aligned (see kPartPad)
   static constexpr int kTokens = kWarpLanes / kLanes;  // per tile
@@ -70,7 +78,9 @@ struct alignas(32) KeyRing {  // rows and rope start 32-byte aligned (see kPartP
   uint4 rows[kTokens * kRowChunks];                  // input rows of the next tile to compute
   alignas(16) float rope[2][kTokens * kRopeStride];  // RoPE rows of tiles i and i + 1
   int32_t positions[3][kTokens];                     // of tiles i, i + 1, i + 2
-  int32_t seq[3][kTokens];
+  // The sequences of tiles i .. i + 2; once a tile's are read, its page-table entries
+  // are copied over them (the staging fills shared memory to the last byte at 1 lane).
+  int32_t seq_then_page[3][kTokens];
   uint8_t* value_dst[kTokens];  // this tile's cache slots (null: not stored), for the copy-out
 };
 
@@ -155,9 +165,23 @@ __device__ __forceinline__ void issue_positions(const KeyStoreArgs& args, int64_
     if (i < Ring::kTokens) {
       copy_async<4>(&ring.positions[b][k], args.positions + token);
     } else {
-      copy_async<4>(&ring.seq[b][k], args.seq + token);
+      copy_async<4>(&ring.seq_then_page[b][k], args.seq + token);
     }
   }
+}
+
+// The copies of one tile's page-table entries (page_tables[seq][pos / P]) over its landed
+// sequences, from those and its positions, buffer b: copied with the tile's group, they
+// wait in shared memory. Read where it was used, the entry's load was the one global
+// load in the tile loop whose latency nothing covered. Lane k reads token k's sequence
+// before its copy is issued, and no other lane reads it.
+template <int kLanes>
+__device__ __forceinline__ void issue_page_entries(const KeyStoreArgs& args, KeyRing<kLanes>& ring, int b, int lane) {
+  using Ring = KeyRing<kLanes>;
+  if (lane >= Ring::kTokens) return;
+  const int64_t entry = static_cast<int64_t>(ring.seq_then_page[b][lane]) * args.page_table_stride +
+                        page_slot(ring.positions[b][lane], args.page_size).table_index;
+  copy_async<4>(&ring.seq_then_page[b][lane], args.page_tables + entry);
 }
 
 // The copies of one tile's RoPE rows into rope[rb], from its landed positions[pb]. Every
@@ -187,6 +211,46 @@ __device__ __forceinline__ void issue_rope_rows(const KeyStoreArgs& args, KeyRin
     for (int b = 0; b < kBatch; ++b) copy_async<16, L2Priority::kEvictLast>(dst + (j0 + b) * Ring::kRopeStride, src[b]);
   }
 }
+
+// Whether tile `a`'s landed positions equal tile `b`'s, token for token (then their RoPE
+// rows are the same rows, and the ones in shared memory serve).
+template <int kLanes>
+__device__ __forceinline__ bool same_positions(const KeyRing<kLanes>& ring, int a, int b, int lane) {
+  using Ring = KeyRing<kLanes>;
+  const bool same = lane >= Ring::kTokens || ring.positions[a][lane] == ring.positions[b][lane];
+  return __all_sync(kFullMask, same);
+}
+
+// The tiles one warp computes, in order (api.h KeyStoreArgs::tile_order): batch order,
+// tiles g, g + W, g + 2W, ... for warp g of W, so that the grid sweeps the batch front to
+// back; or a contiguous run of the tile order, so that tiles the order put side by side
+// (same positions) follow each other in one warp. Runs differ by one tile at most (with
+// runs of ceil(tiles / W) the last warps had none: at 1M tokens and 1 lane, 32,768 tiles
+// for 1,056 warps left 32 idle and gave the rest 32 tiles, where batch order gives 31 to
+// all but 32 of them; fp8 in the tile order 0.144 ms in run 45, 0.142 in run 46 balanced).
+struct TileWalk {
+  const int32_t* order;
+  int64_t first, step, count;
+
+  __device__ static TileWalk of(const KeyStoreArgs& args, int64_t tiles, int64_t warp, int64_t warps) {
+    if (args.tile_order != nullptr) {
+      const int64_t first = warp * tiles / warps;
+      return {args.tile_order, first, 1, (warp + 1) * tiles / warps - first};
+    }
+    return {nullptr, warp, warps, warp < tiles ? (tiles - warp + warps - 1) / warps : 0};
+  }
+  // The order's entry for tile i (0 without an order or past the end): read a tile before
+  // at() needs it, since a load used at once waits out its whole latency. With the entry
+  // widened where it was read, ptxas waited for it at the top of every tile (SASS of run
+  // 46's build): long-scoreboard stalls 0.24 -> 0.37 per instruction (fp8, ncu).
+  __device__ int32_t entry(int64_t i) const { return order != nullptr && i < count ? __ldg(order + first + i) : 0; }
+  // Tile i of the walk, or -1 past its end; `entry` = entry(i).
+  __device__ int64_t at(int64_t i, int32_t entry) const {
+    if (i >= count) return -1;
+    return order != nullptr ? entry : first + i * step;
+  }
+  __device__ int64_t at(int64_t i) const { return at(i, entry(i)); }
+};
 
 // Cache values go out through shared memory when every row can be written in 16-byte
 // pieces: rows of at most 256 bytes (not fp32) in a 16-byte aligned cache of pages whose
@@ -267,29 +331,41 @@ key_store_kernel(const KeyStoreArgs args) {
   __syncthreads();
 
   const int64_t tiles = (args.num_tokens + Ring::kTokens - 1) / Ring::kTokens;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;  // warps in the grid
   const bool staged_store = stages_cache_rows<kFormat>(args.cache, args.page_size);
-  const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  const TileWalk walk = TileWalk::of(args, tiles, static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp,
+                                     static_cast<int64_t>(gridDim.x) * kWarpsPerBlock);
 
-  // Tile i of this warp is first_tile + i * stride. Prologue: the positions of tile 0, then
-  // the group of tile 0 (input, RoPE rows; positions of tile 1).
-  const auto tile_of = [&](int i) { return first_tile + static_cast<int64_t>(i) * stride; };
-  const auto issue_group = [&](int i) {  // the group of tile i: all of it exists if tile i does
-    if (tile_of(i) < tiles) {
-      issue_input_rows<kLanes>(args, tile_of(i), ring, lane);
-      issue_rope_rows<kLanes>(args, ring, i % 3, i % 2, lane);
+  // The group of tile i (`t`, -1 if none; `t_next` is tile i + 1): its input rows, its
+  // page-table entries, its RoPE rows, and the positions of tile i + 1. The rows go to the buffer tile i - 1 did
+  // not use, unless tile i has tile i - 1's positions: then it keeps them. Returns the
+  // buffer that holds tile i's rows.
+  const auto issue_group = [&](int i, int64_t t, int64_t t_next, int previous_buffer) {
+    int buffer = 1 - previous_buffer;
+    if (t >= 0) {
+      issue_input_rows<kLanes>(args, t, ring, lane);
+      issue_page_entries<kLanes>(args, ring, i % 3, lane);
+      if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
+        buffer = previous_buffer;
+      } else {
+        issue_rope_rows<kLanes>(args, ring, i % 3, buffer, lane);
+      }
     }
-    if (tile_of(i + 1) < tiles) issue_positions<kLanes>(args, tile_of(i + 1), ring, (i + 1) % 3, lane);
+    if (t_next >= 0) issue_positions<kLanes>(args, t_next, ring, (i + 1) % 3, lane);
     commit_async();
+    return buffer;
   };
-  if (first_tile < tiles) issue_positions<kLanes>(args, first_tile, ring, 0, lane);
+  // The tiles i, i + 1 and i + 2 (positions are copied a tile ahead of the rows); tile
+  // i + 3's order entry is read at the top of iteration i and moves up at its end.
+  int64_t tile = walk.at(0), next_tile = walk.at(1), tile_after_next = walk.at(2);
+  // Prologue: the positions of tile 0, then the group of tile 0.
+  if (tile >= 0) issue_positions<kLanes>(args, tile, ring, 0, lane);
   commit_async();
   wait_async<0>();
   __syncwarp();
-  issue_group(0);
+  int rope_buffer = issue_group(0, tile, next_tile, 1);  // holds tile i's RoPE rows
 
-  for (int i = 0; tile_of(i) < tiles; ++i) {
-    const int64_t tile = tile_of(i);
+  for (int i = 0; tile >= 0; ++i) {
+    const int32_t later_entry = walk.entry(i + 3);
     wait_async<0>();  // the group of this tile: its input, RoPE rows, the next positions
     __syncwarp();     // (every lane's copies)
 
@@ -299,11 +375,9 @@ key_store_kernel(const KeyStoreArgs args) {
     const bool store = token_unclamped < args.num_tokens;
     const int64_t token = store ? token_unclamped : args.num_tokens - 1;
     const int position = ring.positions[i % 3][token_in_tile];
-    // Paged store address first: its page-table read then overlaps the arithmetic.
-    // page = table[seq][pos / P], slot pos % P; [P x values | P x scales]
+    // page = table[seq][pos / P] (landed with the group), slot pos % P; [P x values | P x scales]
     const PageSlot page_slot_of_token = page_slot(position, args.page_size);
-    const int64_t page = args.page_tables[static_cast<int64_t>(ring.seq[i % 3][token_in_tile]) * args.page_table_stride +
-                                          page_slot_of_token.table_index];
+    const int64_t page = ring.seq_then_page[i % 3][token_in_tile];
 
     HeadPart<kLanes> x;
     if (args.input_bf16) {
@@ -312,13 +386,12 @@ key_store_kernel(const KeyStoreArgs args) {
       load_head<kLanes>(static_cast<const float*>(args.input) + token * kHeadDim, false, part, x);
     }
     __syncwarp();  // the input rows are read: the next tile's group may land
-    issue_group(i + 1);
+    const int next_rope_buffer = issue_group(i + 1, next_tile, tile_after_next, rope_buffer);
     round_head_bf16<kLanes>(r.key_rounding.input, x);
 
     norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
     if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
-    float* rope = ring.rope[i % 2];
-    const float* rope_row = rope + token_in_tile * Ring::kRopeStride;
+    const float* rope_row = ring.rope[rope_buffer] + token_in_tile * Ring::kRopeStride;
     rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
 
     const int offset = page_slot_of_token.offset;
@@ -329,23 +402,27 @@ key_store_kernel(const KeyStoreArgs args) {
     if constexpr (value_bytes(kFormat) > kStagedRowBytes) {  // fp32 rows do not fit: direct
       store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
     } else if (staged_store) {
-      // The RoPE rows are read: their area takes this tile's cache values, which then go
-      // out whole (16 lanes write a 256-byte row at once, not 32 lanes 16 bytes of 32 rows).
+      // The cache values go out whole (16 lanes write a 256-byte row at once, not 32 lanes
+      // 16 bytes of 32 rows) from the RoPE buffer the next tile does not need: this
+      // tile's, once its rows are read, or the other one when the next tile keeps them.
       __syncwarp();
-      uint8_t* staged_row = reinterpret_cast<uint8_t*>(rope + token_in_tile * Ring::kRopeStride);
+      float* stage = ring.rope[next_rope_buffer == rope_buffer ? 1 - rope_buffer : rope_buffer];
+      uint8_t* staged_row = reinterpret_cast<uint8_t*>(stage + token_in_tile * Ring::kRopeStride);
       store_head<kFormat, kLanes>(x, part, r.key_quant, staged_row, scale_dst, store);
       if (part == 0) ring.value_dst[token_in_tile] = store ? value_dst : nullptr;
       __syncwarp();
-      const auto* staged = reinterpret_cast<const uint8_t*>(rope);
+      const auto* staged = reinterpret_cast<const uint8_t*>(stage);
       if ((tile + 1) * Ring::kTokens <= args.num_tokens) {
         copy_out_tile<kFormat, kLanes, true>(staged, ring, lane);
       } else {
         copy_out_tile<kFormat, kLanes, false>(staged, ring, lane);
       }
-      __syncwarp();  // the area takes the RoPE rows of tile i + 2 next
+      __syncwarp();  // the area may take the RoPE rows of tile i + 2 next
     } else {
       store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
     }
+    rope_buffer = next_rope_buffer;
+    tile = next_tile, next_tile = tile_after_next, tile_after_next = walk.at(i + 3, later_entry);
   }
   wait_async<0>();  // nothing may still be writing this block's shared memory at exit
 }
@@ -390,6 +467,13 @@ int fastest_key_lanes(const KernelRecipe& recipe) {
   }
 }
 
+int key_store_tile_tokens(const KernelRecipe& recipe, int lanes_per_head) {
+  if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = fastest_key_lanes(recipe);
+  int tokens = 0;
+  dispatch_lanes(lanes_per_head, "key_store", [&](auto lanes) { tokens = KeyRing<decltype(lanes)::value>::kTokens; });
+  return tokens;
+}
+
 void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
   check_launch_args(args.recipe.key_quant, args.page_size, "key_store");
   // reference/norm.h: a norm needs its weight, LayerNorm its bias too.
@@ -401,6 +485,11 @@ void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
   }
   if (args.num_tokens == 0) return;
   if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = fastest_key_lanes(args.recipe);
+  if (args.tile_order != nullptr && args.tile_order_tokens != key_store_tile_tokens(args.recipe, lanes_per_head)) {
+    throw_bad_input("key_store: the tile order was built for tiles of " + std::to_string(args.tile_order_tokens) +
+                    " tokens; this launch computes tiles of " +
+                    std::to_string(key_store_tile_tokens(args.recipe, lanes_per_head)));
+  }
   dispatch_lanes(lanes_per_head, "key_store", [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
     const int64_t tiles = (args.num_tokens + KeyRing<kLanes>::kTokens - 1) / KeyRing<kLanes>::kTokens;

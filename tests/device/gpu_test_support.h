@@ -45,6 +45,10 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() const { return ptr_; }
+  void upload(const std::vector<T>& host) {  // as many elements as the buffer holds
+    if (host.size() != count_) throw std::logic_error("DeviceBuffer::upload: size mismatch");
+    cuda_ok(cudaMemcpy(ptr_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
   std::vector<T> download() const {
     std::vector<T> host(count_);
     cuda_ok(cudaDeviceSynchronize(), "kernel");
@@ -68,11 +72,15 @@ struct PagedBatch {
   std::vector<int32_t> token_seq, token_pos;  // one entry per token, tokens in order
 };
 
-inline PagedBatch random_batch(std::mt19937& rng, int page_size, int max_seqs, int64_t max_len) {
+// Sequence lengths are multiples of len_multiple (in [len_multiple, max_len]).
+inline PagedBatch random_batch(std::mt19937& rng, int page_size, int max_seqs, int64_t max_len,
+                               int64_t len_multiple = 1) {
   PagedBatch b;
   b.page_size = page_size;
   const int seqs = std::uniform_int_distribution<int>(1, max_seqs)(rng);
-  for (int s = 0; s < seqs; ++s) b.seq_lens.push_back(std::uniform_int_distribution<int64_t>(1, max_len)(rng));
+  for (int s = 0; s < seqs; ++s) {
+    b.seq_lens.push_back(len_multiple * std::uniform_int_distribution<int64_t>(1, max_len / len_multiple)(rng));
+  }
   const int64_t longest = *std::max_element(b.seq_lens.begin(), b.seq_lens.end());
   b.pages_per_seq = (longest + page_size - 1) / page_size;
   b.num_pages = b.pages_per_seq * seqs + std::uniform_int_distribution<int>(0, 3)(rng);

@@ -1,7 +1,9 @@
 // Device key path and query path against the reference, byte for byte, on random
 // tensors (Gaussian, outlier channels and edge rows), random page layouts and every
 // store format and page-size class of every preset that quantises.
+#include <algorithm>
 #include <array>
+#include <numeric>
 #include <cstring>
 
 #include "device/api.h"
@@ -88,12 +90,25 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
     bias[i] = 0.1f * normal(rng);
   }
   DeviceBuffer<float> d_weight(weight), d_bias(bias);
+  int64_t repeated_tiles = 0;  // tiles after one of equal positions in a tile order
   for (const PageClass& page_class : kPageClasses) {
     int64_t tokens = 0;
     int batches = 0;
     while (tokens < kMinTokensPerClass) {
       const int page_size = page_class.sizes[batches % page_class.sizes.size()];
-      const PagedBatch b = random_batch(rng, page_size, 6, 1500);
+      // The tile order (api.h KeyStoreArgs::tile_order), which must not change a byte
+      // either: the batch's own, build_key_tile_order's (tiles sorted by position: the
+      // sequences all start at position 0, so with lengths a multiple of 32, drawn for
+      // half of these batches, every tile offset repeats in each sequence and warps keep
+      // RoPE rows across tiles), or a random permutation of the tiles. The first batch of
+      // each class is sure to keep rows: sorted, aligned, two sequences or more, and one
+      // block (4 warps, long runs of the order each).
+      const bool keeps_rows = batches == 0;
+      const int order_kind = keeps_rows ? 1 : std::uniform_int_distribution<int>(0, 2)(rng);
+      const int64_t len_multiple =
+          keeps_rows || (order_kind > 0 && std::uniform_int_distribution<int>(0, 1)(rng) == 0) ? 32 : 1;
+      PagedBatch b = random_batch(rng, page_size, 6, 1500, len_multiple);
+      while (keeps_rows && b.seq_lens.size() < 2) b = random_batch(rng, page_size, 6, 1500, len_multiple);
       const int64_t T = static_cast<int64_t>(b.token_seq.size());
       std::vector<float> input(T * kHeadDim);
       for (int64_t t = 0; t < T; ++t) random_row(rng, input.data() + t * kHeadDim);
@@ -104,7 +119,8 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       // copy pipeline (tile i computing while tile i + 1 lands).
       const bool bf16_input = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
       const int lanes = kLaneWidths[std::uniform_int_distribution<size_t>(0, kLaneWidths.size() - 1)(rng)];
-      const int max_blocks = std::array<int, 3>{0, 1, 3}[std::uniform_int_distribution<int>(0, 2)(rng)];
+      const int max_blocks =
+          keeps_rows ? 1 : std::array<int, 3>{0, 1, 3}[std::uniform_int_distribution<int>(0, 2)(rng)];
       std::vector<uint16_t> bits;
       if (bf16_input) bits = to_bf16_bits(input);
 
@@ -137,6 +153,40 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       args.page_size = page_size;
       args.recipe = dev::kernel_recipe(recipe);
       args.max_blocks = max_blocks;
+      const int tile_tokens = dev::key_store_tile_tokens(args.recipe, lanes);
+      const int64_t tiles = (T + tile_tokens - 1) / tile_tokens;
+      DeviceBuffer<int32_t> d_order(tiles);
+      if (order_kind == 1) {
+        DeviceBuffer<uint8_t> scratch(dev::key_tile_order_scratch_bytes(T, tile_tokens));
+        dev::build_key_tile_order(d_pos.get(), T, tile_tokens, 4096, d_order.get(), scratch.get(),
+                                  dev::key_tile_order_scratch_bytes(T, tile_tokens));
+        // A permutation of the tiles, sorted by first position, stable.
+        const std::vector<int32_t> order = d_order.download();
+        std::vector<int> seen(tiles, 0);
+        for (int64_t e = 0; e < tiles; ++e) {
+          ASSERT_TRUE(order[e] >= 0 && order[e] < tiles && seen[order[e]]++ == 0) << "entry " << e;
+          if (e == 0) continue;
+          const int32_t before = b.token_pos[order[e - 1] * tile_tokens], here = b.token_pos[order[e] * tile_tokens];
+          ASSERT_TRUE(before < here || (before == here && order[e - 1] < order[e])) << "entry " << e;
+        }
+        for (int64_t e = 1; e < tiles; ++e) {
+          bool same = true;
+          for (int k = 0; k < tile_tokens; ++k) {
+            const auto pos = [&](int64_t tile) { return b.token_pos[std::min(tile * tile_tokens + k, T - 1)]; };
+            same = same && pos(order[e]) == pos(order[e - 1]);
+          }
+          repeated_tiles += same;
+        }
+      } else if (order_kind == 2) {
+        std::vector<int32_t> order(tiles);
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), rng);
+        d_order.upload(order);
+      }
+      if (order_kind > 0) {
+        args.tile_order = d_order.get();
+        args.tile_order_tokens = tile_tokens;
+      }
       dev::launch_key_store(args, lanes);
       const std::vector<uint8_t> actual = d_cache.download();
 
@@ -148,7 +198,8 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       const oracle::ByteVerdict v = oracle::compare_paged_cache(layout, owners, expected, actual);
       ASSERT_TRUE(v.pass) << recipe.name << ", page size " << page_size << ", "
                           << (bf16_input ? "bf16" : "fp32") << " input, " << lanes << " lanes per head, grid cap "
-                          << max_blocks << ", batch " << batches << ":\n"
+                          << max_blocks << ", " << std::array<const char*, 3>{"batch", "sorted", "random"}[order_kind]
+                          << " tile order, batch " << batches << ":\n"
                           << v.describe();
       tokens += T;
       ++batches;
@@ -157,6 +208,34 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
     std::printf("[ %s ] %s pages: %lld tokens in %d batches, byte-exact\n", recipe.name.c_str(),
                 page_class.name, static_cast<long long>(tokens), batches);
   }
+  // The sorted orders gave warps tiles whose RoPE rows they already held (how many a warp
+  // kept depends on where the runs split; with a grid cap of 1 or 3 blocks, runs are long).
+  std::printf("[ %s ] sorted tile orders: %lld tiles with their predecessor's positions\n", recipe.name.c_str(),
+              static_cast<long long>(repeated_tiles));
+  RecordProperty("repeated_position_tiles", std::to_string(repeated_tiles));
+  EXPECT_GT(repeated_tiles, 0);
+}
+
+// A tile order built for another tile size is refused before anything runs (the kernel
+// would skip or repeat tiles). Host-side: the check precedes any CUDA call.
+TEST(KeyStoreArgsCheck, ATileOrderOfAnotherTileSizeIsBadInput) {
+  const float weight[kHeadDim] = {};
+  const int32_t order[1] = {0};
+  dev::KeyStoreArgs args;
+  args.num_tokens = 1;
+  args.recipe = dev::kernel_recipe(ref::preset("sglang-v4-fp8"));
+  args.norm_weight = weight;
+  args.tile_order = order;
+  args.tile_order_tokens = 16;  // 2 lanes' tiles; launched at 1 lane (32 tokens)
+  try {
+    dev::launch_key_store(args, 1);
+    ADD_FAILURE() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("tile order"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 1), 32);
+  EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 8), 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, KeyStoreGpu, ::testing::ValuesIn(kQuantisingPresets),

@@ -82,6 +82,25 @@ def test_every_kernel_case_has_one_row():
     assert topk[6] == "0.160" and topk[7] == "2.58x", topk
 
 
+def test_tile_order_cases_get_their_own_row():
+    # Run 47's key-store file has tile-order timings (api.h KeyStoreArgs::tile_order): each
+    # case gets a second row with that time, the same bytes and no eager twin.
+    path = os.path.join(RESULTS, "2026-12-01-NVIDIA-H200-run47-key-store-bench.json")
+    r = run(["--key-store", path])
+    assert r.returncode == 0, r.stderr
+    rows = table_rows(r.stdout)
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    for c in doc["cases"]:
+        case = f"{c['recipe']}, {c['store_bytes_per_token']} B/token"
+        ordered = rows[("key store", case, "fused key path, tile order (key_store.cu)")]
+        assert float(ordered[3]) == round(c["tile_order_ms"], 4), (ordered, c["tile_order_ms"])
+        assert ordered[6] == "-", ordered
+        fraction = c["bytes"] / (c["tile_order_ms"] * 1e-3) / 1e9 / doc["copy_bandwidth_gbps"]
+        assert ordered[5] == f"{100 * fraction:.1f}%", (ordered, fraction)
+    assert len(rows) == 2 * len(doc["cases"])
+
+
 def test_missing_input_is_a_usage_error():
     r = run(["--topk", os.path.join(RESULTS, "no-such-file.json")])
     assert r.returncode == 2 and "no-such-file.json" in r.stderr, (r.returncode, r.stderr)
@@ -89,5 +108,6 @@ def test_missing_input_is_a_usage_error():
 
 if __name__ == "__main__":
     test_every_kernel_case_has_one_row()
+    test_tile_order_cases_get_their_own_row()
     test_missing_input_is_a_usage_error()
-    print("2 passed, 0 failed")
+    print("3 passed, 0 failed")
