@@ -20,14 +20,14 @@
 // With it (runs 45-47, 16 sequences x 64K positions) bf16 stores take 0.163 ms against
 // 0.172 (78% of copy against 74%; L2 sectors 36.5 M -> 26.8 M), fp4 0.205 against 0.213,
 // and fp8 the same 0.139 ms: 29% fewer L2 sectors and 4% fewer instructions, but no
-// more issued per cycle. The kernel is built around
-// keeping bytes in flight: every warp is persistent and walks tiles of 32 / kLanes tokens;
+// more issued per cycle. The kernel is built around keeping bytes in flight: every warp
+// is persistent and walks tiles of 32 / kLanes tokens;
 // everything a tile reads (input rows, RoPE table rows, positions, page-table entries) is
 // copied into the warp's shared memory with cp.async a tile ahead (KeyRing), so the next
-// tile loads while this one computes, without registers held for it. Narrow groups (1-2 lanes per token) issue the fewest
-// instructions per token (no shuffles in the Hadamard, one lane per reduction) but hold
-// 64-128 values per lane, so few warps fit on an SM; the staging is what lets those few
-// warps keep HBM busy.
+// tile loads while this one computes, without registers held for it. Narrow groups (1-2
+// lanes per token) issue the fewest instructions per token (no shuffles in the Hadamard,
+// one lane per reduction) but hold 64-128 values per lane, so few warps fit on an SM;
+// the staging is what lets those few warps keep HBM busy.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -321,28 +321,19 @@ key_store_kernel(const KeyStoreArgs args) {
   const int part = lane % kLanes, token_in_tile = lane / kLanes;
   const KernelRecipe r = pinned_recipe<Path>(args.recipe);
 
-  // The norm's weight and bias, read by every token: from shared memory, not through L1.
-  __shared__ __align__(16) float norm_weight[kHeadDim];  // read as float4
-  __shared__ __align__(16) float norm_bias[kHeadDim];
-  for (int i = threadIdx.x; i < kHeadDim; i += kThreadsPerBlock) {
-    if (args.norm_weight != nullptr) norm_weight[i] = args.norm_weight[i];
-    if (args.norm_bias != nullptr) norm_bias[i] = args.norm_bias[i];
-  }
-  __syncthreads();
-
   const int64_t tiles = (args.num_tokens + Ring::kTokens - 1) / Ring::kTokens;
   const bool staged_store = stages_cache_rows<kFormat>(args.cache, args.page_size);
   const TileWalk walk = TileWalk::of(args, tiles, static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp,
                                      static_cast<int64_t>(gridDim.x) * kWarpsPerBlock);
 
   // The group of tile i (`t`, -1 if none; `t_next` is tile i + 1): its input rows, its
-  // page-table entries, its RoPE rows, and the positions of tile i + 1. The rows go to the buffer tile i - 1 did
-  // not use, unless tile i has tile i - 1's positions: then it keeps them. Returns the
-  // buffer that holds tile i's rows.
+  // page-table entries, its RoPE rows, and the positions of tile i + 1. The RoPE rows go
+  // to the buffer tile i - 1 did not use, unless tile i has tile i - 1's positions: then
+  // it keeps them. Returns the buffer that holds tile i's rows.
   const auto issue_group = [&](int i, int64_t t, int64_t t_next, int previous_buffer) {
     int buffer = 1 - previous_buffer;
     if (t >= 0) {
-      issue_input_rows<kLanes>(args, t, ring, lane);
+      if (i > 0) issue_input_rows<kLanes>(args, t, ring, lane);  // tile 0's: with its positions
       issue_page_entries<kLanes>(args, ring, i % 3, lane);
       if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
         buffer = previous_buffer;
@@ -357,9 +348,24 @@ key_store_kernel(const KeyStoreArgs args) {
   // The tiles i, i + 1 and i + 2 (positions are copied a tile ahead of the rows); tile
   // i + 3's order entry is read at the top of iteration i and moves up at its end.
   int64_t tile = walk.at(0), next_tile = walk.at(1), tile_after_next = walk.at(2);
-  // Prologue: the positions of tile 0, then the group of tile 0.
-  if (tile >= 0) issue_positions<kLanes>(args, tile, ring, 0, lane);
+  // Prologue: the positions and input rows of tile 0 (the rows need no position) are in
+  // flight while the block stages the norm's weight and bias, which every token reads,
+  // in shared memory (not through L1); then the rest of tile 0's group. Until run 48 the
+  // weights came first, and a launch waited out three memory round trips before its
+  // first arithmetic instead of two (run 49: no change measurable at 1M tokens, where
+  // the start is ~1% of the kernel).
+  if (tile >= 0) {
+    issue_positions<kLanes>(args, tile, ring, 0, lane);
+    issue_input_rows<kLanes>(args, tile, ring, lane);
+  }
   commit_async();
+  __shared__ __align__(16) float norm_weight[kHeadDim];  // read as float4
+  __shared__ __align__(16) float norm_bias[kHeadDim];
+  for (int i = threadIdx.x; i < kHeadDim; i += kThreadsPerBlock) {
+    if (args.norm_weight != nullptr) norm_weight[i] = args.norm_weight[i];
+    if (args.norm_bias != nullptr) norm_bias[i] = args.norm_bias[i];
+  }
+  __syncthreads();
   wait_async<0>();
   __syncwarp();
   int rope_buffer = issue_group(0, tile, next_tile, 1);  // holds tile i's RoPE rows

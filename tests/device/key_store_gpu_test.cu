@@ -238,6 +238,23 @@ TEST(KeyStoreArgsCheck, ATileOrderOfAnotherTileSizeIsBadInput) {
   EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 8), 4);
 }
 
+// build_key_tile_order refuses what it cannot order, naming the argument, before it asks
+// CUB or the device anything. Host-side: runs without a GPU.
+TEST(KeyStoreArgsCheck, TileOrderBuilderRefusesBadArguments) {
+  const auto message_of = [](int64_t num_tokens, int tile_tokens) -> std::string {
+    try {
+      dev::build_key_tile_order(nullptr, num_tokens, tile_tokens, 4096, nullptr, nullptr, 0);
+    } catch (const Error& e) {
+      return e.kind() == ErrorKind::kBadInput ? e.what() : "not bad input";
+    }
+    return "not refused";
+  };
+  EXPECT_NE(message_of(0, 32).find("num_tokens"), std::string::npos) << message_of(0, 32);
+  EXPECT_NE(message_of(int64_t{1} << 31, 32).find("num_tokens"), std::string::npos);
+  EXPECT_NE(message_of(100, 3).find("tile_tokens"), std::string::npos) << message_of(100, 3);
+  EXPECT_NE(message_of(100, 64).find("tile_tokens"), std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, KeyStoreGpu, ::testing::ValuesIn(kQuantisingPresets),
                          [](const auto& info) {
                            std::string name = info.param;
