@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -248,6 +249,37 @@ int main(int argc, char** argv) {
     };
     std::string widths, ordered_widths;
     float fused_ms = 0.0f, tile_order_ms = 0.0f, order_build_ms = 0.0f;
+    // DSAF_BENCH_LAUNCH_PROBE=1: how much of a timed call is the host's. 10 launches at
+    // the automatic width: host time to enqueue them, wall time to finish, and each
+    // launch alone between two events (the device's time for one call, idle start
+    // included); then the usual 10-call median.
+    if (std::getenv("DSAF_BENCH_LAUNCH_PROBE") != nullptr) {
+      const int lanes = dev::fastest_key_lanes(a.recipe);
+      for (int i = 0; i < 3; ++i) dev::launch_key_store(a, lanes);
+      BENCH_CHECK(cudaDeviceSynchronize());
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 10; ++i) dev::launch_key_store(a, lanes);
+      const auto t1 = std::chrono::steady_clock::now();
+      BENCH_CHECK(cudaDeviceSynchronize());
+      const auto t2 = std::chrono::steady_clock::now();
+      const auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
+      std::vector<float> single(21);
+      cudaEvent_t e0, e1;
+      BENCH_CHECK(cudaEventCreate(&e0));
+      BENCH_CHECK(cudaEventCreate(&e1));
+      for (float& ms : single) {
+        BENCH_CHECK(cudaEventRecord(e0));
+        dev::launch_key_store(a, lanes);
+        BENCH_CHECK(cudaEventRecord(e1));
+        BENCH_CHECK(cudaEventSynchronize(e1));
+        BENCH_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      }
+      std::sort(single.begin(), single.end());
+      std::printf("%-16s launch probe, %d lanes: host enqueue %.1f us/launch, wall %.1f us/launch, one launch between "
+                  "events %.1f us (median of 21), 10-call median %.1f us/launch\n",
+                  name, lanes, us(t1 - t0) / 10, us(t2 - t0) / 10, 1e3 * single[10],
+                  1e3 * bench::median_ms([&] { dev::launch_key_store(a, lanes); }, 21, kCallsPerTiming));
+    }
     for (int lanes : {1, 2, 4, 8}) {
       const float ms = bench::median_ms([&] { dev::launch_key_store(a, lanes); }, 21, kCallsPerTiming);
       const int tile_tokens = dev::key_store_tile_tokens(a.recipe, lanes);
