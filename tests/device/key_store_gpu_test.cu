@@ -3,8 +3,8 @@
 // store format and page-size class of every preset that quantises.
 #include <algorithm>
 #include <array>
-#include <numeric>
 #include <cstring>
+#include <numeric>
 
 #include "device/api.h"
 #include "oracle/verdict.h"
