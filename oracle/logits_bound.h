@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "reference/pipeline.h"
 #include "reference/recipe.h"
 
 namespace dsaf::oracle {
@@ -23,6 +24,18 @@ inline bool logit_bound_derived_for(ref::StorageFormat key_format, ref::ScoreAcc
   return accum == ref::ScoreAccum::kFp32 &&
          (key_format == ref::StorageFormat::kFp8E4m3fn || key_format == ref::StorageFormat::kBf16 ||
           key_format == ref::StorageFormat::kFp4SimulatedBf16);
+}
+
+// W = sum_h |w_h| sum_d |q_hd k_d| of one key (its 128 dequantised dot values) against
+// a query's heads and folded weights.
+inline double weighted_magnitude(const ref::QueryOutput& q, const double* key) {
+  double weighted = 0.0;
+  for (size_t h = 0; h < q.heads.size(); ++h) {
+    double magnitude = 0.0;
+    for (int d = 0; d < ref::kHeadDim; ++d) magnitude += std::fabs(q.heads[h].dot_values[d] * key[d]);
+    weighted += std::fabs(q.weights[h]) * magnitude;
+  }
+  return weighted;
 }
 
 inline double bounded_logit_error(ref::StorageFormat key_format, int heads, double key_scale,

@@ -103,13 +103,7 @@ LogitsCase make_logits_case(std::mt19937_64& rng, const ref::Recipe& recipe, int
     std::vector<double> bound(h.row_valid[r], HUGE_VAL);
     const bool derived = logit_bound_derived_for(recipe.key_quant.format, recipe.score);
     for (int64_t s = 0; derived && s < h.row_valid[r]; ++s) {
-      const double* key = k.dot_values.data() + s * kHeadDim;
-      double weighted = 0.0;
-      for (int i = 0; i < heads; ++i) {
-        double magnitude = 0.0;
-        for (int d = 0; d < kHeadDim; ++d) magnitude += std::fabs(q.heads[i].dot_values[d] * key[d]);
-        weighted += std::fabs(q.weights[i]) * magnitude;
-      }
+      const double weighted = weighted_magnitude(q, k.dot_values.data() + s * kHeadDim);
       bound[s] = bounded_logit_error(recipe.key_quant.format, heads, k.dot_scales[s], weighted);
     }
     c.error_bound.push_back(std::move(bound));

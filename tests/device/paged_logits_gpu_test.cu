@@ -175,13 +175,8 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
             continue;
           }
           const ref::StoredHead& key = keys[seq][s];
-          double weighted_m = 0.0;
-          for (int h = 0; h < H; ++h) {
-            double m = 0.0;
-            for (int d = 0; d < kHeadDim; ++d) m += std::fabs(q.heads[h].dot_values[d] * key.dot_values[d]);
-            weighted_m += std::fabs(q.weights[h]) * m;
-          }
-          const double bound = oracle::bounded_logit_error(recipe.key_quant.format, H, key.dot_scale, weighted_m);
+          const double bound = oracle::bounded_logit_error(recipe.key_quant.format, H, key.dot_scale,
+                                                           oracle::weighted_magnitude(q, key.dot_values.data()));
           const double error = std::fabs(static_cast<double>(got) - exact[s]);
           ASSERT_LE(error, bound) << recipe.name << " fast kernel, batch " << batch_index << " row " << r << " key " << s
                                   << ": " << got << " vs exact " << exact[s];
