@@ -247,8 +247,8 @@ int main(int argc, char** argv) {
       BENCH_CHECK(cudaMemcpy(host.data(), d_cache, cache_bytes, cudaMemcpyDeviceToHost));
       return host;
     };
-    std::string widths, ordered_widths;
-    float fused_ms = 0.0f, tile_order_ms = 0.0f, order_build_ms = 0.0f;
+    std::string widths, ordered_widths, hand_out_widths;
+    float fused_ms = 0.0f, tile_order_ms = 0.0f, order_build_ms = 0.0f, hand_out_ms = 0.0f;
     // DSAF_BENCH_LAUNCH_PROBE=1: how much of a timed call is the host's. 10 launches at
     // the automatic width: host time to enqueue them, wall time to finish, and each
     // launch alone between two events (the device's time for one call, idle start
@@ -297,12 +297,35 @@ int main(int argc, char** argv) {
         return 2;
       }
       const float ordered_ms = bench::median_ms([&] { dev::launch_key_store(ordered, lanes); }, 21, kCallsPerTiming);
-      if (lanes == dev::fastest_key_lanes(a.recipe)) fused_ms = ms, tile_order_ms = ordered_ms, order_build_ms = build_ms;
+      // The order again with its last tiles handed out by counters (api.h tile_counters).
+      bench::DeviceArray<int32_t> counters(2);
+      BENCH_CHECK(cudaMemset(counters.get(), 0, 2 * sizeof(int32_t)));
+      dev::KeyStoreArgs handed = ordered;
+      handed.tile_counters = counters.get();
+      if (batch_order_cache != cache_after(handed, lanes)) {
+        std::fprintf(stderr, "%s, %d lanes: the hand-out changed cache bytes\n", name, lanes);
+        return 2;
+      }
+      const float handed_ms = bench::median_ms([&] { dev::launch_key_store(handed, lanes); }, 21, kCallsPerTiming);
+      if (lanes == dev::fastest_key_lanes(a.recipe)) {
+        fused_ms = ms, tile_order_ms = ordered_ms, order_build_ms = build_ms, hand_out_ms = handed_ms;
+        // How many tiles per warp the hand-out keeps back (api.h; the default above).
+        std::string sweep;
+        for (int per_warp : {1, 2, 4, 8}) {
+          dev::KeyStoreArgs swept = handed;
+          swept.hand_out_tiles_per_warp = per_warp;
+          const float swept_ms = bench::median_ms([&] { dev::launch_key_store(swept, lanes); }, 21, kCallsPerTiming);
+          sweep += (sweep.empty() ? "" : ", ") + std::to_string(per_warp) + ": " + std::to_string(swept_ms);
+        }
+        std::printf("%-16s lanes/head %2d, hand-out tiles per warp: %s ms\n", name, lanes, sweep.c_str());
+      }
       const auto entry = [&](float v) { return std::string("\"") + std::to_string(lanes) + "\": " + std::to_string(v); };
       widths += (widths.empty() ? "" : ", ") + entry(ms);
       ordered_widths += (ordered_widths.empty() ? "" : ", ") + entry(ordered_ms);
-      std::printf("%-16s lanes/head %2d: %.4f ms, tile order %.4f ms (order built in %.4f ms; cache identical)\n", name,
-                  lanes, ms, ordered_ms, build_ms);
+      hand_out_widths += (hand_out_widths.empty() ? "" : ", ") + entry(handed_ms);
+      std::printf("%-16s lanes/head %2d: %.4f ms, tile order %.4f ms, with hand-out %.4f ms (order built in %.4f ms; "
+                  "cache identical)\n",
+                  name, lanes, ms, ordered_ms, handed_ms, build_ms);
     }
     const unsigned blocks = static_cast<unsigned>(kTokens / kTokensPerBlock);
     const std::string path = dev::key_store_path(a.recipe);
@@ -343,7 +366,7 @@ int main(int argc, char** argv) {
       twin_no_rope_ms = std::min(twin(false, Sixteen{}), twin(false, Four{}));
     }
     const auto copy_fraction = [&](float ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 / copy_gbps : 0.0; };
-    char row[1600];
+    char row[2400];
     std::snprintf(row, sizeof row,
                   "%s\n    {\"recipe\": \"%s\", \"store_bytes_per_token\": %d, \"fused_ms\": %.4f, "
                   "\"unfused_ms\": %.4f, \"bytes\": %.0f, \"fused_gbps\": %.1f, \"fraction_of_copy\": %.3f, "
@@ -352,18 +375,21 @@ int main(int argc, char** argv) {
                   "\"traffic_twin_fraction_of_copy\": %.3f, \"traffic_twin_no_rope_ms\": %.4f, "
                   "\"traffic_twin_no_rope_fraction_of_copy\": %.3f, \"tile_order_ms\": %.4f, "
                   "\"tile_order_fraction_of_copy\": %.3f, \"tile_order_build_ms\": %.4f, "
-                  "\"tile_order_ms_by_lanes_per_head\": {%s}}",
+                  "\"tile_order_ms_by_lanes_per_head\": {%s}, \"tile_order_hand_out_ms\": %.4f, "
+                  "\"tile_order_hand_out_fraction_of_copy\": %.3f, \"tile_order_hand_out_ms_by_lanes_per_head\": {%s}, "
+                  "\"hand_out_tiles_per_warp\": %d}",
                   first ? "" : ",", name, token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
                   unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe), path.c_str(), widths.c_str(), twin_ms,
                   copy_fraction(twin_ms), twin_no_rope_ms, copy_fraction(twin_no_rope_ms), tile_order_ms,
-                  copy_fraction(tile_order_ms), order_build_ms, ordered_widths.c_str());
+                  copy_fraction(tile_order_ms), order_build_ms, ordered_widths.c_str(), hand_out_ms,
+                  copy_fraction(hand_out_ms), hand_out_widths.c_str(), dev::KeyStoreArgs{}.hand_out_tiles_per_warp);
     json += row;
     first = false;
     std::printf("%-16s kernel path: %s\n", name, path.c_str());
     std::printf("%-16s %3d B/token  fused %.3f ms (%.0f GB/s, %.0f%% of copy)  unfused %.3f ms (%.1fx)\n", name,
                 token_bytes, fused_ms, gbps, 100 * gbps / copy_gbps, unfused_ms, unfused_ms / fused_ms);
-    std::printf("%-16s tile order: fused %.3f ms (%.0f%% of copy)\n", name, tile_order_ms,
-                100 * copy_fraction(tile_order_ms));
+    std::printf("%-16s tile order: fused %.3f ms (%.0f%% of copy), with hand-out %.3f ms (%.0f%% of copy)\n", name,
+                tile_order_ms, 100 * copy_fraction(tile_order_ms), hand_out_ms, 100 * copy_fraction(hand_out_ms));
     BENCH_CHECK(cudaFree(d_cache));
     BENCH_CHECK(cudaFree(d_cos));
     BENCH_CHECK(cudaFree(d_sin));

@@ -105,6 +105,12 @@ def key_store_rows(paths, torch):
             rows.append(Row("key store", case, "fused key path, tile order (key_store.cu)",
                             field(c, "tile_order_ms", path), field(c, "bytes", path), copy, None,
                             f"order built once per batch in {float(field(c, 'tile_order_build_ms', path)):.3f} ms"))
+        if "tile_order_hand_out_ms" in c:  # and with the order's last tiles handed out at run time
+            per_warp = c.get("hand_out_tiles_per_warp")
+            rows.append(Row("key store", case, "fused key path, tile order + hand-out (key_store.cu)",
+                            field(c, "tile_order_hand_out_ms", path), field(c, "bytes", path), copy, None,
+                            "last tiles of the order handed out by counters"
+                            + (f", {per_warp} per warp" if per_warp is not None else "")))
     return rows
 
 

@@ -80,11 +80,19 @@ struct KeyStoreArgs {
   // sequences share positions 0, 1, 2, ..., so the same tile offsets of every sequence
   // share rows, and sorting tiles by position puts them next to each other (H200, 16 x 64K
   // prefill: bf16 stores 5% faster, fp4 4%, fp8 unchanged; bench/results/LOG.md runs
-  // 45-49). The launcher
+  // 45-49; with tile_counters below, 7-8% faster than batch order for bf16, 5-6% for
+  // fp8, 8% for fp4, runs 57-59). The launcher
   // cannot check the permutation (it stays on the device, like the page tables): a
   // tile_order that is not one leaves tiles unwritten or written twice.
   const int32_t* tile_order = nullptr;
   int tile_order_tokens = 0;  // the tile size tile_order was built for; checked at launch
+  // Hand-out counters (optional, with tile_order only): two int32 in device memory, zero
+  // before the first launch that is given them; every launch leaves them zero, so one pair
+  // serves launch after launch, though not two launches at once. With them the warps' runs
+  // cover all but the order's last hand_out_tiles_per_warp x W tiles (W warps), which go
+  // one at a time to the warps that finish their runs first (key_store.cu TileWalk).
+  int32_t* tile_counters = nullptr;
+  int hand_out_tiles_per_warp = 4;  // >= 1; a tuning knob (key_store_bench sweeps it; LOG run 59)
 };
 
 // Tokens per tile of the key kernel at a lane-group width (kAutoLanesPerHead: the width

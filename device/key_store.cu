@@ -20,11 +20,17 @@
 // With it (runs 45-47, 16 sequences x 64K positions) bf16 stores take 0.163 ms against
 // 0.172 (78% of copy against 74%; L2 sectors 36.5 M -> 26.8 M), fp4 0.205 against 0.213,
 // and fp8 the same 0.139 ms: 29% fewer L2 sectors and 4% fewer instructions, but no
-// more issued per cycle. The kernel is built around keeping bytes in flight: every warp
-// is persistent and walks tiles of 32 / kLanes tokens;
-// everything a tile reads (input rows, RoPE table rows, positions, page-table entries) is
-// copied into the warp's shared memory with cp.async a tile ahead (KeyRing), so the next
-// tile loads while this one computes, without registers held for it. Narrow groups (1-2
+// more issued per cycle. Handing the order's last tiles out at run time (tile_counters,
+// TileWalk; runs 57-59) takes what the static runs left idle at the end: fp8 0.131-0.132
+// ms (73% of copy), bf16 0.158-0.160 (79-81%), fp4 0.197-0.199. A third warp per
+// scheduler at 1 lane (runs 53-54: 168 registers, one RoPE buffer) issued no faster: the
+// warps then waited on instruction fetch (a tile's unrolled code is ~37 KB, fetched by
+// each warp at its own place in it) or, kept in step by a barrier, on the barrier and the
+// shared-memory pipe. The kernel is built around keeping bytes in flight: every warp is
+// persistent and walks tiles of 32 / kLanes tokens; everything a tile reads (input rows,
+// RoPE table rows, positions, page-table entries) is copied into the warp's shared memory
+// with cp.async a tile ahead (KeyRing), so the next tile loads while this one computes,
+// without registers held for it. Narrow groups (1-2
 // lanes per token) issue the fewest instructions per token (no shuffles in the Hadamard,
 // one lane per reduction) but hold 64-128 values per lane, so few warps fit on an SM;
 // the staging is what lets those few warps keep HBM busy.
@@ -229,28 +235,64 @@ __device__ __forceinline__ bool same_positions(const KeyRing<kLanes>& ring, int 
 // runs of ceil(tiles / W) the last warps had none: at 1M tokens and 1 lane, 32,768 tiles
 // for 1,056 warps left 32 idle and gave the rest 32 tiles, where batch order gives 31 to
 // all but 32 of them; fp8 in the tile order 0.144 ms in run 45, 0.142 in run 46 balanced).
+// With tile_counters the runs cover all but the order's last hand_out_tiles_per_warp x W
+// tiles (the pool), which are handed out one at a time, by an atomic counter, to the warps
+// that finish their runs first: runs of equal length end at different times on different
+// SMs, and 4-9% of SM cycles had no warp resident (ncu, runs 46-49), most of them at the
+// end (runs 57-59: bf16 3%, fp8 5% faster with the hand-out).
+//
+// A walk position's slot (its index into the order, or its tile in batch order) comes in
+// two steps, request() and finish(), so that the counter's atomic is read a tile after it
+// is issued; the order's entry is read a tile before the tile is needed, since a load used
+// at once waits out its whole latency (with the entry widened where it was read, ptxas
+// waited for it at the top of every tile, SASS of run 46's build: long-scoreboard stalls
+// 0.24 -> 0.37 per instruction, fp8, ncu).
 struct TileWalk {
-  const int32_t* order;
-  int64_t first, step, count;
+  const int32_t* order;          // null: batch order
+  int64_t first, step, count;    // positions i < count: slot first + i x step
+  int32_t* pool;                 // null: no pool; else [0] tiles handed out, [1] warps done
+  int64_t pool_first, pool_size;  // pool positions take slots pool_first + 0, 1, ...
+  bool pool_open;
 
   __device__ static TileWalk of(const KeyStoreArgs& args, int64_t tiles, int64_t warp, int64_t warps) {
     if (args.tile_order != nullptr) {
-      const int64_t first = warp * tiles / warps;
-      return {args.tile_order, first, 1, (warp + 1) * tiles / warps - first};
+      const int64_t pool_size =
+          args.tile_counters == nullptr ? 0 : min(tiles, static_cast<int64_t>(args.hand_out_tiles_per_warp) * warps);
+      const int64_t runs = tiles - pool_size, first = warp * runs / warps;
+      return {args.tile_order, first, 1, (warp + 1) * runs / warps - first,
+              args.tile_counters, runs, pool_size, pool_size > 0};
     }
-    return {nullptr, warp, warps, warp < tiles ? (tiles - warp + warps - 1) / warps : 0};
+    return {nullptr, warp, warps, warp < tiles ? (tiles - warp + warps - 1) / warps : 0, nullptr, 0, 0, false};
   }
-  // The order's entry for tile i (0 without an order or past the end): read a tile before
-  // at() needs it, since a load used at once waits out its whole latency. With the entry
-  // widened where it was read, ptxas waited for it at the top of every tile (SASS of run
-  // 46's build): long-scoreboard stalls 0.24 -> 0.37 per instruction (fp8, ncu).
-  __device__ int32_t entry(int64_t i) const { return order != nullptr && i < count ? __ldg(order + first + i) : 0; }
-  // Tile i of the walk, or -1 past its end; `entry` = entry(i).
-  __device__ int64_t at(int64_t i, int32_t entry) const {
-    if (i >= count) return -1;
-    return order != nullptr ? entry : first + i * step;
+  // Step one for position i: lane 0's ticket from the pool (0 for a run's position).
+  __device__ int32_t request(int64_t i, int lane) const {
+    return i >= count && pool_open && lane == 0 ? atomicAdd(pool, 1) : 0;
   }
-  __device__ int64_t at(int64_t i) const { return at(i, entry(i)); }
+  // Step two: the slot of position i, or -1 past the walk's end. Positions are finished
+  // in order, and after the first -1 every later one is -1 (no more requests).
+  __device__ int64_t finish(int64_t i, int32_t ticket) {
+    if (i < count) return first + i * step;
+    if (!pool_open) return -1;
+    const int64_t k = __shfl_sync(kFullMask, ticket, 0);
+    if (k < pool_size) return pool_first + k;
+    pool_open = false;
+    return -1;
+  }
+  __device__ int64_t slot(int64_t i, int lane) { return finish(i, request(i, lane)); }
+  // The order's entry at a slot (0 without an order or a slot).
+  __device__ int32_t entry(int64_t slot) const { return order != nullptr && slot >= 0 ? __ldg(order + slot) : 0; }
+  // The tile at a slot, or -1; `entry` = entry(slot).
+  __device__ int64_t tile(int64_t slot, int32_t entry) const { return slot < 0 ? -1 : order != nullptr ? entry : slot; }
+  // After the walk: the last warp of the launch to leave sets the pool's counters back to
+  // zero for the next launch (every warp's tickets are drawn before it counts itself out).
+  __device__ void leave(int lane, int64_t warps) const {
+    if (pool == nullptr || lane != 0) return;
+    __threadfence();
+    if (atomicAdd(pool + 1, 1) == warps - 1) {
+      pool[0] = 0;
+      pool[1] = 0;
+    }
+  }
 };
 
 // Cache values go out through shared memory when every row can be written in 16-byte
@@ -324,8 +366,8 @@ key_store_kernel(const KeyStoreArgs args) {
 
   const int64_t tiles = (args.num_tokens + Ring::kTokens - 1) / Ring::kTokens;
   const bool staged_store = stages_cache_rows<kFormat>(args.cache, args.page_size);
-  const TileWalk walk = TileWalk::of(args, tiles, static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp,
-                                     static_cast<int64_t>(gridDim.x) * kWarpsPerBlock);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  TileWalk walk = TileWalk::of(args, tiles, static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp, warps);
 
   // The group of tile i (`t`, -1 if none; `t_next` is tile i + 1): its input rows, its
   // page-table entries, its RoPE rows, and the positions of tile i + 1. The RoPE rows go
@@ -346,9 +388,16 @@ key_store_kernel(const KeyStoreArgs args) {
     commit_async();
     return buffer;
   };
-  // The tiles i, i + 1 and i + 2 (positions are copied a tile ahead of the rows); tile
-  // i + 3's order entry is read at the top of iteration i and moves up at its end.
-  int64_t tile = walk.at(0), next_tile = walk.at(1), tile_after_next = walk.at(2);
+  // The tiles i, i + 1 and i + 2 (positions are copied a tile ahead of the rows); at the
+  // top of iteration i, position i + 3's slot is finished and its order entry read, and
+  // position i + 4's ticket requested; tile i + 3 moves up at the end.
+  int64_t slot = walk.slot(0, lane);
+  int64_t tile = walk.tile(slot, walk.entry(slot));
+  slot = walk.slot(1, lane);
+  int64_t next_tile = walk.tile(slot, walk.entry(slot));
+  slot = walk.slot(2, lane);
+  int64_t tile_after_next = walk.tile(slot, walk.entry(slot));
+  int32_t ticket = walk.request(3, lane);
   // Prologue: the positions and input rows of tile 0 (the rows need no position) are in
   // flight while the block stages the norm's weight and bias, which every token reads,
   // in shared memory (not through L1); then the rest of tile 0's group. Until run 48 the
@@ -372,7 +421,9 @@ key_store_kernel(const KeyStoreArgs args) {
   int rope_buffer = issue_group(0, tile, next_tile, 1);  // holds tile i's RoPE rows
 
   for (int i = 0; tile >= 0; ++i) {
-    const int32_t later_entry = walk.entry(i + 3);
+    const int64_t later_slot = walk.finish(i + 3, ticket);
+    const int32_t later_entry = walk.entry(later_slot);
+    ticket = walk.request(i + 4, lane);
     wait_async<0>();  // the group of this tile: its input, RoPE rows, the next positions
     __syncwarp();     // (every lane's copies)
 
@@ -429,8 +480,9 @@ key_store_kernel(const KeyStoreArgs args) {
       store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
     }
     rope_buffer = next_rope_buffer;
-    tile = next_tile, next_tile = tile_after_next, tile_after_next = walk.at(i + 3, later_entry);
+    tile = next_tile, next_tile = tile_after_next, tile_after_next = walk.tile(later_slot, later_entry);
   }
+  walk.leave(lane, warps);
   wait_async<0>();  // nothing may still be writing this block's shared memory at exit
 }
 
@@ -492,6 +544,13 @@ void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
   }
   if (args.num_tokens == 0) return;
   if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = fastest_key_lanes(args.recipe);
+  if (args.tile_counters != nullptr && args.tile_order == nullptr) {
+    throw_bad_input("key_store: tile_counters hand out tiles of a tile order; this launch has no tile_order");
+  }
+  if (args.tile_counters != nullptr && args.hand_out_tiles_per_warp < 1) {
+    throw_bad_input("key_store: hand_out_tiles_per_warp must be at least 1, got " +
+                    std::to_string(args.hand_out_tiles_per_warp));
+  }
   if (args.tile_order != nullptr && args.tile_order_tokens != key_store_tile_tokens(args.recipe, lanes_per_head)) {
     throw_bad_input("key_store: the tile order was built for tiles of " + std::to_string(args.tile_order_tokens) +
                     " tokens; this launch computes tiles of " +

@@ -187,8 +187,25 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
         args.tile_order = d_order.get();
         args.tile_order_tokens = tile_tokens;
       }
+      // With an order, half the batches hand its last tiles out by counters (api.h
+      // tile_counters; in batches this small the hand-out often covers every tile). The
+      // launch must leave the counters zero: it is launched twice on one pair, the cache
+      // reset in between, and the second launch's bytes are the ones compared.
+      const bool hand_out = order_kind > 0 && std::uniform_int_distribution<int>(0, 1)(rng) == 0;
+      DeviceBuffer<int32_t> d_counters(std::vector<int32_t>{0, 0});
+      if (hand_out) {
+        args.tile_counters = d_counters.get();
+        args.hand_out_tiles_per_warp = std::uniform_int_distribution<int>(1, 8)(rng);
+        dev::launch_key_store(args, lanes);
+        const std::vector<int32_t> counters = d_counters.download();
+        ASSERT_EQ(counters, (std::vector<int32_t>{0, 0})) << "hand-out counters after a launch, batch " << batches;
+        d_cache.upload(std::vector<uint8_t>(expected.size(), 0xAA));
+      }
       dev::launch_key_store(args, lanes);
       const std::vector<uint8_t> actual = d_cache.download();
+      if (hand_out) {
+        ASSERT_EQ(d_counters.download(), (std::vector<int32_t>{0, 0})) << "after the second launch";
+      }
 
       oracle::CacheOwnership owners;
       for (size_t s = 0; s < b.seq_lens.size(); ++s) {
@@ -199,7 +216,8 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       ASSERT_TRUE(v.pass) << recipe.name << ", page size " << page_size << ", "
                           << (bf16_input ? "bf16" : "fp32") << " input, " << lanes << " lanes per head, grid cap "
                           << max_blocks << ", " << std::array<const char*, 3>{"batch", "sorted", "random"}[order_kind]
-                          << " tile order, batch " << batches << ":\n"
+                          << " tile order" << (hand_out ? " with hand-out counters" : "") << ", batch " << batches
+                          << ":\n"
                           << v.describe();
       tokens += T;
       ++batches;
@@ -216,26 +234,53 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
   EXPECT_GT(repeated_tiles, 0);
 }
 
-// A tile order built for another tile size is refused before anything runs (the kernel
-// would skip or repeat tiles). Host-side: the check precedes any CUDA call.
-TEST(KeyStoreArgsCheck, ATileOrderOfAnotherTileSizeIsBadInput) {
-  const float weight[kHeadDim] = {};
-  const int32_t order[1] = {0};
+// What launch_key_store says when it refuses `args` at `lanes` ("not refused" if it
+// launched, "not bad input" for another kind of error). Host-side: its checks precede any
+// CUDA call.
+std::string refusal_of(const dev::KeyStoreArgs& args, int lanes) {
+  try {
+    dev::launch_key_store(args, lanes);
+  } catch (const Error& e) {
+    return e.kind() == ErrorKind::kBadInput ? e.what() : "not bad input";
+  }
+  return "not refused";
+}
+
+// A fp8 batch of one token (never launched: every check below refuses it first).
+dev::KeyStoreArgs one_token_args(const float* weight) {
   dev::KeyStoreArgs args;
   args.num_tokens = 1;
   args.recipe = dev::kernel_recipe(ref::preset("sglang-v4-fp8"));
   args.norm_weight = weight;
+  return args;
+}
+
+// A tile order built for another tile size is refused before anything runs (the kernel
+// would skip or repeat tiles).
+TEST(KeyStoreArgsCheck, ATileOrderOfAnotherTileSizeIsBadInput) {
+  const float weight[kHeadDim] = {};
+  const int32_t order[1] = {0};
+  dev::KeyStoreArgs args = one_token_args(weight);
   args.tile_order = order;
   args.tile_order_tokens = 16;  // 2 lanes' tiles; launched at 1 lane (32 tokens)
-  try {
-    dev::launch_key_store(args, 1);
-    ADD_FAILURE() << "not refused";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
-    EXPECT_NE(std::string(e.what()).find("tile order"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(refusal_of(args, 1).find("tile order"), std::string::npos) << refusal_of(args, 1);
   EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 1), 32);
   EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 8), 4);
+}
+
+// Hand-out counters hand out tiles of a tile order: without one they are refused, and so
+// is a hand-out of no tiles.
+TEST(KeyStoreArgsCheck, HandOutCountersWithoutATileOrderAreBadInput) {
+  const float weight[kHeadDim] = {};
+  int32_t counters[2] = {0, 0};
+  dev::KeyStoreArgs args = one_token_args(weight);
+  args.tile_counters = counters;
+  EXPECT_NE(refusal_of(args, 1).find("tile_counters"), std::string::npos) << refusal_of(args, 1);
+  const int32_t order[1] = {0};
+  args.tile_order = order;
+  args.tile_order_tokens = 32;
+  args.hand_out_tiles_per_warp = 0;
+  EXPECT_NE(refusal_of(args, 1).find("hand_out_tiles_per_warp"), std::string::npos) << refusal_of(args, 1);
 }
 
 // build_key_tile_order refuses what it cannot order, naming the argument, before it asks

@@ -82,23 +82,35 @@ def test_every_kernel_case_has_one_row():
     assert topk[6] == "0.160" and topk[7] == "2.58x", topk
 
 
-def test_tile_order_cases_get_their_own_row():
-    # Run 47's key-store file has tile-order timings (api.h KeyStoreArgs::tile_order): each
-    # case gets a second row with that time, the same bytes and no eager twin.
-    path = os.path.join(RESULTS, "2026-12-01-NVIDIA-H200-run47-key-store-bench.json")
+def check_rows_of(file, kernel, ms_field, rows_per_case):
+    # Every case of a committed key-store file has a row for `kernel` with the time in
+    # `ms_field`, the same bytes, the fraction of copy they make, and no eager twin.
+    path = os.path.join(RESULTS, file)
     r = run(["--key-store", path])
     assert r.returncode == 0, r.stderr
     rows = table_rows(r.stdout)
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
     for c in doc["cases"]:
-        case = f"{c['recipe']}, {c['store_bytes_per_token']} B/token"
-        ordered = rows[("key store", case, "fused key path, tile order (key_store.cu)")]
-        assert float(ordered[3]) == round(c["tile_order_ms"], 4), (ordered, c["tile_order_ms"])
-        assert ordered[6] == "-", ordered
-        fraction = c["bytes"] / (c["tile_order_ms"] * 1e-3) / 1e9 / doc["copy_bandwidth_gbps"]
-        assert ordered[5] == f"{100 * fraction:.1f}%", (ordered, fraction)
-    assert len(rows) == 2 * len(doc["cases"])
+        row = rows[("key store", f"{c['recipe']}, {c['store_bytes_per_token']} B/token", kernel)]
+        assert float(row[3]) == round(c[ms_field], 4), (row, c[ms_field])
+        assert row[6] == "-", row
+        fraction = c["bytes"] / (c[ms_field] * 1e-3) / 1e9 / doc["copy_bandwidth_gbps"]
+        assert row[5] == f"{100 * fraction:.1f}%", (row, fraction)
+    assert len(rows) == rows_per_case * len(doc["cases"])
+
+
+def test_tile_order_cases_get_their_own_row():
+    # Run 47's key-store file has tile-order timings (api.h KeyStoreArgs::tile_order).
+    check_rows_of("2026-12-01-NVIDIA-H200-run47-key-store-bench.json", "fused key path, tile order (key_store.cu)",
+                  "tile_order_ms", 2)
+
+
+def test_hand_out_cases_get_a_third_row():
+    # Run 58's also has the tile order with its last tiles handed out by counters (api.h
+    # KeyStoreArgs::tile_counters).
+    check_rows_of("2026-12-01-NVIDIA-H200-run58-key-store-bench.json",
+                  "fused key path, tile order + hand-out (key_store.cu)", "tile_order_hand_out_ms", 3)
 
 
 def test_missing_input_is_a_usage_error():
@@ -109,5 +121,6 @@ def test_missing_input_is_a_usage_error():
 if __name__ == "__main__":
     test_every_kernel_case_has_one_row()
     test_tile_order_cases_get_their_own_row()
+    test_hand_out_cases_get_a_third_row()
     test_missing_input_is_a_usage_error()
-    print("3 passed, 0 failed")
+    print("4 passed, 0 failed")
