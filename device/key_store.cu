@@ -391,12 +391,11 @@ key_store_kernel(const KeyStoreArgs args) {
   // The tiles i, i + 1 and i + 2 (positions are copied a tile ahead of the rows); at the
   // top of iteration i, position i + 3's slot is finished and its order entry read, and
   // position i + 4's ticket requested; tile i + 3 moves up at the end.
-  int64_t slot = walk.slot(0, lane);
-  int64_t tile = walk.tile(slot, walk.entry(slot));
-  slot = walk.slot(1, lane);
-  int64_t next_tile = walk.tile(slot, walk.entry(slot));
-  slot = walk.slot(2, lane);
-  int64_t tile_after_next = walk.tile(slot, walk.entry(slot));
+  const auto tile_at = [&](int64_t i) {  // at once, for the first three (in order)
+    const int64_t slot = walk.slot(i, lane);
+    return walk.tile(slot, walk.entry(slot));
+  };
+  int64_t tile = tile_at(0), next_tile = tile_at(1), tile_after_next = tile_at(2);
   int32_t ticket = walk.request(3, lane);
   // Prologue: the positions and input rows of tile 0 (the rows need no position) are in
   // flight while the block stages the norm's weight and bias, which every token reads,
