@@ -21,8 +21,12 @@
 // 0.172 (78% of copy against 74%; L2 sectors 36.5 M -> 26.8 M), fp4 0.205 against 0.213,
 // and fp8 the same 0.139 ms: 29% fewer L2 sectors and 4% fewer instructions, but no
 // more issued per cycle. Handing the order's last tiles out at run time (tile_counters,
-// TileWalk; runs 57-59) takes what the static runs left idle at the end: fp8 0.131-0.132
-// ms (73% of copy), bf16 0.158-0.160 (79-81%), fp4 0.197-0.199. A third warp per
+// TileWalk; runs 57-62) takes what the static runs left idle at the end: fp8 0.131-0.134
+// ms (72-73% of copy), bf16 0.156-0.158 at 4 tiles per warp (80-81%), fp4 0.196-0.199.
+// Prefetching a tile's input rows into L2 a tile or two before its copies (run 61) made
+// every format slower (bf16 0.159 / 0.164 ms): more bytes in flight do not help this
+// kernel. Bulk copies (cp.async.bulk) per lane do not pay: their operands are uniform
+// registers, and ptxas serialises a warp's 32 copies in a loop. A third warp per
 // scheduler at 1 lane (runs 53-54: 168 registers, one RoPE buffer) issued no faster: the
 // warps then waited on instruction fetch (a tile's unrolled code is ~37 KB, fetched by
 // each warp at its own place in it) or, kept in step by a barrier, on the barrier and the
