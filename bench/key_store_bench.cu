@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
         fused_ms = ms, tile_order_ms = ordered_ms, order_build_ms = build_ms, hand_out_ms = handed_ms;
         // How many tiles per warp the hand-out keeps back (api.h; the default above).
         std::string sweep;
-        for (int per_warp : {1, 2, 4, 8}) {
+        for (int per_warp : {1, 2, 4, 6, 8}) {
           dev::KeyStoreArgs swept = handed;
           swept.hand_out_tiles_per_warp = per_warp;
           const float swept_ms = bench::median_ms([&] { dev::launch_key_store(swept, lanes); }, 21, kCallsPerTiming);

@@ -141,6 +141,8 @@ __device__ __forceinline__ void issue_input_rows(const KeyStoreArgs& args, int64
   // the cache policy's uniform register pair with the base (SASS: LDGSTS ... desc[UR1],
   // a register never written; every 8-lane launch died with "illegal instruction", H200
   // run 36). The 8-lane kernels are the slowest width and never chosen automatically.
+  // CTest sass_uniform_registers (scripts/check_uniform_registers.py) finds this
+  // miscompile in the built SASS on any machine, GPU or not.
   constexpr L2Priority kPriority = kLanes == 8 ? L2Priority::kNormal : L2Priority::kEvictFirst;
   if (!args.input_bf16) return;
   const int64_t first = tile * Ring::kTokens;

@@ -13,22 +13,26 @@ jobs=$(nproc)
 # Python packages of the safetensors round-trip test (tests/python), best effort. Debian's
 # Python refuses system-wide pip installs (PEP 668), so they go into a venv in the build
 # folder that also sees apt's numpy and h5py (installed for /usr/bin/python3); numpy is
-# pinned to apt's version, which apt's h5py is built against. Offline, the test is SKIPPED.
+# pinned to apt's version, which apt's h5py is built against. With them, NVIDIA's
+# cuobjdump and nvdisasm wheels (CUDA 13), which the SASS check (sass_uniform_registers)
+# needs where the toolkit lacks them. Offline, those tests are SKIPPED.
 python_test_env() {
   local base=python3 venv="$1/pyenv" pin
+  local complete='import glob, sys, safetensors.numpy, ml_dtypes; sys.exit(not glob.glob(sys.prefix + "/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm"))'
   # The sanitizer tree borrows the release tree's venv when that one is complete (saves
   # the second pip install in CI).
   if [ "$1" != build ] && [ ! -e "$venv" ] && [ -x build/pyenv/bin/python3 ] &&
-     build/pyenv/bin/python3 -c "import safetensors.numpy, ml_dtypes" 2>/dev/null; then
+     build/pyenv/bin/python3 -c "$complete" 2>/dev/null; then
     ln -s "$PWD/build/pyenv" "$venv"
     return 0
   fi
   [ -x /usr/bin/python3 ] && base=/usr/bin/python3
   [ -x "$venv/bin/python3" ] || "$base" -m venv --system-site-packages "$venv" || return 0
-  "$venv/bin/python3" -c "import safetensors.numpy, ml_dtypes" 2>/dev/null && return 0
+  "$venv/bin/python3" -c "$complete" 2>/dev/null && return 0
   pin=$("$venv/bin/python3" -c "import numpy; print('numpy==' + numpy.__version__)") || return 0
-  "$venv/bin/python3" -m pip install --quiet safetensors ml_dtypes "$pin" ||
-    echo "note: safetensors / ml_dtypes not installed: python_safetensors_roundtrip will be SKIPPED"
+  "$venv/bin/python3" -m pip install --quiet safetensors ml_dtypes "$pin" \
+    "nvidia-cuda-cuobjdump~=13.0" "nvidia-cuda-nvdisasm~=13.0" ||
+    echo "note: safetensors / ml_dtypes / cuobjdump not installed: their tests will be SKIPPED"
 }
 if [ "${1:-}" = "--sanitize" ]; then
   # -O1 -g1: line-level stack traces at a fraction of -O2 -g's compile time (CI budget);
