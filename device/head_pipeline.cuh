@@ -329,18 +329,21 @@ __device__ __forceinline__ float e2m1_value(unsigned code) {
 // Stores kWords 32-bit words at dst: 16- or 8-byte vectors where the count and the address
 // allow, else words. A slot is only 4-byte aligned in general: a page holds P x 132 (fp8)
 // or P x 68 (fp4) bytes, so for P = 1 or 2 a token's values start at any multiple of 4.
-template <int kWords>
+// kAlign: the alignment the caller guarantees (a staged row in shared memory: 16 bytes
+// where the lane's part is a multiple of 16), which spares the run-time tests (in run
+// 64's profile of the bf16 key kernel, branch-resolving stalls were 12% of its stores').
+template <int kWords, int kAlign = 4>
 __device__ __forceinline__ void store_words(uint8_t* dst, const unsigned (&w)[kWords]) {
   const auto address = reinterpret_cast<uintptr_t>(dst);
   if constexpr (kWords % 4 == 0) {
-    if ((address & 15) == 0) {
+    if (kAlign % 16 == 0 || (address & 15) == 0) {
 #pragma unroll
       for (int i = 0; i < kWords; i += 4) reinterpret_cast<uint4*>(dst)[i / 4] = make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]);
       return;
     }
   }
   if constexpr (kWords % 2 == 0) {
-    if ((address & 7) == 0) {
+    if (kAlign % 8 == 0 || (address & 7) == 0) {
 #pragma unroll
       for (int i = 0; i < kWords; i += 2) reinterpret_cast<uint2*>(dst)[i / 2] = make_uint2(w[i], w[i + 1]);
       return;
@@ -351,8 +354,9 @@ __device__ __forceinline__ void store_words(uint8_t* dst, const unsigned (&w)[kW
 }
 
 // Stores kCount values value(0) .. value(kCount - 1) as bf16 at dst (a functor, so that
-// a value can be made where it is packed), 8 values (16 bytes) at a time.
-template <int kCount, class Value>
+// a value can be made where it is packed), 8 values (16 bytes) at a time; dst kAlign-aligned
+// (store_words).
+template <int kCount, int kAlign = 4, class Value>
 __device__ __forceinline__ void store_bf16(Value value, uint8_t* dst) {
   constexpr int kChunk = kCount < 8 ? kCount : 8;
 #pragma unroll
@@ -363,15 +367,19 @@ __device__ __forceinline__ void store_bf16(Value value, uint8_t* dst) {
       const __nv_bfloat162 pair = __floats2bfloat162_rn(value(c + 2 * i), value(c + 2 * i + 1));  // .x low
       w[i] = *reinterpret_cast<const unsigned*>(&pair);
     }
-    store_words(dst + 2 * c, w);
+    store_words<kChunk / 2, kAlign>(dst + 2 * c, w);
   }
 }
 
-// One head quantised and written: value bytes at `values` (the head's slot) and scale bytes
-// at `scales`. Layout per reference/paged_cache.h / quantize.h. `store` false: compute only
-// (a lane group padding the last warp). Returns the fp8 per-head scale (1 otherwise), which
-// the query path folds into the head weight.
-template <ref::StorageFormat kFormat, int kLanes>
+// The alignment of a lane's part of a row at `align`-aligned `values`, the part `bytes`
+// long (both powers of two): the smaller of the two.
+__host__ __device__ constexpr int part_alignment(int align, int bytes) { return align < bytes ? align : bytes; }
+
+// One head quantised and written: value bytes at `values` (the head's slot, kValuesAlign-
+// aligned) and scale bytes at `scales`. Layout per reference/paged_cache.h / quantize.h.
+// `store` false: compute only (a lane group padding the last warp). Returns the fp8
+// per-head scale (1 otherwise), which the query path folds into the head weight.
+template <ref::StorageFormat kFormat, int kLanes, int kValuesAlign = 4>
 __device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part, const ref::QuantSpec& q,
                                             uint8_t* values, uint8_t* scales, bool store) {
   constexpr int kV = HeadGroup<kLanes>::kValues;
@@ -384,7 +392,7 @@ __device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part,
     }
     return 1.0f;
   } else if constexpr (kFormat == ref::StorageFormat::kBf16) {
-    if (store) store_bf16<kV>([&](int i) { return x[i]; }, values + part * kV * 2);
+    if (store) store_bf16<kV, part_alignment(kValuesAlign, kV * 2)>([&](int i) { return x[i]; }, values + part * kV * 2);
     return 1.0f;
   } else if constexpr (kFormat == ref::StorageFormat::kFp8E4m3fn) {
     const float amax = group_max<kLanes>(lane_amax<kV>(x, 0));
@@ -403,7 +411,7 @@ __device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part,
                  (static_cast<unsigned>(__nv_cvt_float2_to_fp8x2(hi, sat, __NV_E4M3)) << 16);
     }
     if (store) {
-      store_words(values + part * kV, w);
+      store_words<kV / 4, part_alignment(kValuesAlign, kV)>(values + part * kV, w);
       if (part == 0) *reinterpret_cast<float*>(scales) = scale;
     }
     return scale;
@@ -436,13 +444,14 @@ __device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part,
 #pragma unroll
         for (int n = 0; n < 8; ++n) w[j] |= code(8 * j + n) << (4 * n);
       }
-      store_words(values + part * kBytes, w);
+      store_words<kBytes / 4, part_alignment(kValuesAlign, kBytes)>(values + part * kBytes, w);
       if ((part * kV) % 32 == 0) {
 #pragma unroll
         for (int b = 0; b < kBlocks; ++b) scales[part * kV / 32 + b] = static_cast<uint8_t>(byte[b]);
       }
     } else {  // the dequantised values, as bf16
-      store_bf16<kV>([&](int k) { return __fmul_rn(e2m1_value(code(k)), scale[k / kBlockValues]); },
+      store_bf16<kV, part_alignment(kValuesAlign, kV * 2)>(
+          [&](int k) { return __fmul_rn(e2m1_value(code(k)), scale[k / kBlockValues]); },
                      values + part * kV * 2);
     }
     return 1.0f;

@@ -85,6 +85,7 @@ struct alignas(32) KeyRing {  // rows and rope start 32-byte aligned (see kPartP
   static constexpr int kRowChunks = kRowBytes / 16 + kLanes * kPartPad;
   // A RoPE row is 64 floats + 8 of padding (288 bytes: 32-byte aligned, as above).
   static constexpr int kRopeStride = 72;
+  static_assert(kRopeStride * 4 % 16 == 0, "staged rows (store_head<..., 16>) start 16-byte aligned");
   uint4 rows[kTokens * kRowChunks];                  // input rows of the next tile to compute
   alignas(16) float rope[2][kTokens * kRopeStride];  // RoPE rows of tiles i and i + 1
   int32_t positions[3][kTokens];                     // of tiles i, i + 1, i + 2
@@ -471,7 +472,8 @@ key_store_kernel(const KeyStoreArgs args) {
       __syncwarp();
       float* stage = ring.rope[next_rope_buffer == rope_buffer ? 1 - rope_buffer : rope_buffer];
       uint8_t* staged_row = reinterpret_cast<uint8_t*>(stage + token_in_tile * Ring::kRopeStride);
-      store_head<kFormat, kLanes>(x, part, r.key_quant, staged_row, scale_dst, store);
+      // A staged row starts 16-byte aligned (rope rows kRopeStride floats apart).
+      store_head<kFormat, kLanes, 16>(x, part, r.key_quant, staged_row, scale_dst, store);
       if (part == 0) ring.value_dst[token_in_tile] = store ? value_dst : nullptr;
       __syncwarp();
       const auto* staged = reinterpret_cast<const uint8_t*>(stage);
