@@ -331,7 +331,8 @@ __device__ __forceinline__ float e2m1_value(unsigned code) {
 // or P x 68 (fp4) bytes, so for P = 1 or 2 a token's values start at any multiple of 4.
 // kAlign: the alignment the caller guarantees (a staged row in shared memory: 16 bytes
 // where the lane's part is a multiple of 16), which spares the run-time tests (in run
-// 64's profile of the bf16 key kernel, branch-resolving stalls were 12% of its stores').
+// 64's profile of the bf16 key kernel, 12% of the samples in its store code were
+// branch-resolving stalls).
 template <int kWords, int kAlign = 4>
 __device__ __forceinline__ void store_words(uint8_t* dst, const unsigned (&w)[kWords]) {
   const auto address = reinterpret_cast<uintptr_t>(dst);
@@ -451,8 +452,7 @@ __device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part,
       }
     } else {  // the dequantised values, as bf16
       store_bf16<kV, part_alignment(kValuesAlign, kV * 2)>(
-          [&](int k) { return __fmul_rn(e2m1_value(code(k)), scale[k / kBlockValues]); },
-                     values + part * kV * 2);
+          [&](int k) { return __fmul_rn(e2m1_value(code(k)), scale[k / kBlockValues]); }, values + part * kV * 2);
     }
     return 1.0f;
   }
