@@ -1,22 +1,53 @@
 #!/usr/bin/env bash
 # On the GPU host, between full runs: build the key-path GPU test and benchmark only, run
 # the key-store tests (every preset, width and page-size class) and the benchmark, into $OUT.
-#   bench/gpu_key_quick.sh BUILD_DIR
+# Each NAME=CUDAFLAGS argument adds a compile-time variant of the same two targets, built
+# in BUILD_DIR-NAME (a fresh directory: CMake reads CUDAFLAGS when it configures one),
+# tested and timed the same way, into $OUT/NAME/.
+#   bench/gpu_key_quick.sh BUILD_DIR [NAME=CUDAFLAGS ...]
 set -uo pipefail
 build=${1:-build-gpu}
+shift || true
 out=${OUT:-/tmp}
 export PATH=/usr/local/cuda/bin:$PATH
-for t in device_gpu_test key_store_bench; do
-  scripts/gpu_host.sh "$build" "$t" > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+
+# build DIR OUTDIR FLAGS LABEL
+build() {
+  local dir=$1 dest=$2 flags=$3 label=$4
+  mkdir -p "$dest"
+  for t in device_gpu_test key_store_bench; do
+    CUDAFLAGS="$flags" scripts/gpu_host.sh "$dir" "$t" > "$dest/build.log" 2>&1 || {
+      echo "$label: build of $t failed"
+      tail -40 "$dest/build.log"
+      return 1
+    }
+  done
+}
+
+# run DIR OUTDIR LABEL
+run() {
+  local dir=$1 dest=$2 label=$3
+  [ -x "$dir/bench/key_store_bench" ] || return 1
+  export LD_LIBRARY_PATH=/tmp/dsaf-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  timeout 300 "$dir/tests/device_gpu_test" --gtest_filter='*KeyStore*:*Sglang*:*QueryQuant*' > "$dest/gpu-tests.log" 2>&1
+  echo "$label: device_gpu_test (key store, SGLang-style, query) exit $?"
+  grep -E "PASSED|FAILED" "$dest/gpu-tests.log" | head -20
+  # SM and memory clocks while the benchmark runs (whether the kernels run at the boost clock)
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 250 \
+    > "$dest/clocks.csv" 2>&1 &
+  local smi=$!
+  timeout 200 "$dir/bench/key_store_bench" "$dest/key-store-bench.json" | grep -v "^$" | sed "s/^/$label: /"
+  kill $smi 2>/dev/null
+  awk -F, 'NR > 1 {print $2}' "$dest/clocks.csv" | sort | uniq -c | sort -rn | head -3
+}
+
+# The base build first (it unpacks the packages), then the variants side by side.
+build "$build" "$out" "${CUDAFLAGS:-}" base
+for variant in "$@"; do
+  build "$build-${variant%%=*}" "$out/${variant%%=*}" "${variant#*=}" "${variant%%=*}" &
 done
-export LD_LIBRARY_PATH=/tmp/dsaf-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-"$build/tests/device_gpu_test" --gtest_filter='*KeyStore*:*Sglang*:*QueryQuant*' > "$out/gpu-tests.log" 2>&1
-echo "device_gpu_test (key store, SGLang-style, query) exit $?"
-grep -E "PASSED|FAILED" "$out/gpu-tests.log" | head -20
-# SM and memory clocks while the benchmark runs (whether the kernels run at the boost clock)
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 250 \
-  > "$out/clocks.csv" 2>&1 &
-smi=$!
-"$build/bench/key_store_bench" "$out/key-store-bench.json" | grep -v "^$"
-kill $smi 2>/dev/null
-awk -F, 'NR > 1 {print $2}' "$out/clocks.csv" | sort | uniq -c | sort -rn | head -5
+wait
+run "$build" "$out" base
+for variant in "$@"; do
+  run "$build-${variant%%=*}" "$out/${variant%%=*}" "${variant%%=*}"
+done

@@ -333,25 +333,33 @@ __device__ __forceinline__ float e2m1_value(unsigned code) {
 // where the lane's part is a multiple of 16), which spares the run-time tests (in run
 // 64's profile of the bf16 key kernel, 12% of the samples in its store code were
 // branch-resolving stalls).
+// kN-word vector stores of w at dst (dst 4 kN-byte aligned).
+template <int kN, int kWords>
+__device__ __forceinline__ void store_vectors(uint8_t* dst, const unsigned (&w)[kWords]) {
+  static_assert(kWords % kN == 0, "whole vectors");
+#pragma unroll
+  for (int i = 0; i < kWords; i += kN) {
+    if constexpr (kN == 4) {
+      reinterpret_cast<uint4*>(dst)[i / 4] = make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]);
+    } else if constexpr (kN == 2) {
+      reinterpret_cast<uint2*>(dst)[i / 2] = make_uint2(w[i], w[i + 1]);
+    } else {
+      reinterpret_cast<unsigned*>(dst)[i] = w[i];
+    }
+  }
+}
+
 template <int kWords, int kAlign = 4>
 __device__ __forceinline__ void store_words(uint8_t* dst, const unsigned (&w)[kWords]) {
+  constexpr int kWide = kWords % 4 == 0 ? 4 : 1, kPair = kWords % 2 == 0 ? 2 : 1;
   const auto address = reinterpret_cast<uintptr_t>(dst);
-  if constexpr (kWords % 4 == 0) {
-    if (kAlign % 16 == 0 || (address & 15) == 0) {
-#pragma unroll
-      for (int i = 0; i < kWords; i += 4) reinterpret_cast<uint4*>(dst)[i / 4] = make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]);
-      return;
-    }
+  if (kWide == 4 && (kAlign % 16 == 0 || (address & 15) == 0)) {
+    store_vectors<kWide>(dst, w);
+  } else if (kPair == 2 && (kAlign % 8 == 0 || (address & 7) == 0)) {
+    store_vectors<kPair>(dst, w);
+  } else {
+    store_vectors<1>(dst, w);
   }
-  if constexpr (kWords % 2 == 0) {
-    if (kAlign % 8 == 0 || (address & 7) == 0) {
-#pragma unroll
-      for (int i = 0; i < kWords; i += 2) reinterpret_cast<uint2*>(dst)[i / 2] = make_uint2(w[i], w[i + 1]);
-      return;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kWords; ++i) reinterpret_cast<unsigned*>(dst)[i] = w[i];
 }
 
 // Stores kCount values value(0) .. value(kCount - 1) as bf16 at dst (a functor, so that
