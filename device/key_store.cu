@@ -25,10 +25,13 @@
 // ms (72-73% of copy), bf16 0.156-0.158 at 4 tiles per warp (80-81%), fp4 0.196-0.199.
 // Prefetching a tile's input rows into L2 a tile or two before its copies (run 61) made
 // every format slower (bf16 0.159 / 0.164 ms): more bytes in flight do not help this
-// kernel. Bulk copies (cp.async.bulk) per lane do not pay: their operands are uniform
-// registers, and ptxas serialises a warp's 32 copies in a loop. A third warp per
-// scheduler at 1 lane (runs 53-54: 168 registers, one RoPE buffer) issued no faster: the
-// warps then waited on instruction fetch (a tile's unrolled code is ~37 KB, fetched by
+// kernel. Neither did one block per SM holding all 8 (1 lane) or 12 (2 lanes) warps, with
+// or without the warps that share a scheduler starting each tile together to share
+// instruction fetches (run 65; in git history): fp8 0.133-0.135 ms against 0.131, bf16
+// 0.157-0.159 against 0.156. Bulk copies (cp.async.bulk) per lane do not pay: their
+// operands are uniform registers, and ptxas serialises a warp's 32 copies in a loop. A
+// third warp per scheduler at 1 lane (runs 53-54: 168 registers, one RoPE buffer) issued
+// no faster: the warps then waited on instruction fetch (a tile's unrolled code is ~37 KB, fetched by
 // each warp at its own place in it) or, kept in step by a barrier, on the barrier and the
 // shared-memory pipe. The kernel is built around keeping bytes in flight: every warp is
 // persistent and walks tiles of 32 / kLanes tokens; everything a tile reads (input rows,
@@ -53,20 +56,8 @@
 namespace dsaf::dev {
 namespace {
 
-// Experiments, off by default. DSAF_KEY_ONE_BLOCK: one block per SM holding every warp that
-// fits (4 x kKeyMinBlocks), instead of kKeyMinBlocks blocks of 4. DSAF_KEY_LOCKSTEP (implies
-// it): the warps that share a scheduler (warp % 4) start each tile together, so that they
-// run through the same code at about the same time and share its instruction fetches (a
-// tile's unrolled code is ~37 KB; run 64's profile of the fp8 kernel showed 9-31%
-// instruction-fetch stalls in its arithmetic).
-#ifndef DSAF_KEY_LOCKSTEP
-#define DSAF_KEY_LOCKSTEP 0
-#endif
-#ifndef DSAF_KEY_ONE_BLOCK
-#define DSAF_KEY_ONE_BLOCK DSAF_KEY_LOCKSTEP
-#endif
-constexpr bool kLockstep = DSAF_KEY_LOCKSTEP != 0;
-constexpr bool kOneBlock = DSAF_KEY_ONE_BLOCK != 0 || kLockstep;
+constexpr int kWarpsPerBlock = 4;
+constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpLanes;
 
 // One warp's staging area. Everything a tile needs is copied with cp.async one tile
 // ahead, in one commit group per tile: its input rows (bf16, 256 bytes a row; fp32 input,
@@ -107,7 +98,7 @@ struct alignas(32) KeyRing {  // rows and rope start 32-byte aligned (see kPartP
   uint8_t* value_dst[kTokens];  // this tile's cache slots (null: not stored), for the copy-out
 };
 
-// Blocks of 128 threads per SM (warps / 4 in lockstep); the register cap is 65536 / (128 x this), rounded down
+// Blocks of kThreadsPerBlock per SM; the register cap is 65536 / (128 x this), rounded down
 // to a multiple of 8: 1 lane: 255 (128 values + the pipeline), 2: 168, 4: 80, 8: 64 (the
 // most each width's pinned paths need; ptxas -v reports a few bytes of spills on some
 // 4-lane ones). 2 lanes had 4 blocks and 128 registers until H200 run 31: with the copies'
@@ -117,18 +108,10 @@ struct alignas(32) KeyRing {  // rows and rope start 32-byte aligned (see kPartP
 // 4: 6 x 33 KB, 8: 8 x 15.5 KB (of 228 KB; static_assert below).
 template <int kLanes>
 inline constexpr int kKeyMinBlocks = kLanes == 1 ? 2 : kLanes == 2 ? 3 : kLanes == 4 ? 6 : 8;
-// Warps per block and blocks per SM: 4 x kKeyMinBlocks warps per SM either way.
-template <int kLanes>
-inline constexpr int kWarpsPerBlock = kOneBlock ? 4 * kKeyMinBlocks<kLanes> : 4;
-template <int kLanes>
-inline constexpr int kBlocksPerSm = kOneBlock ? 1 : kKeyMinBlocks<kLanes>;
-template <int kLanes>
-inline constexpr int kThreadsPerBlock = kWarpsPerBlock<kLanes> * kWarpLanes;
 
 template <int kLanes>
 constexpr bool fits_shared_memory() {  // 228 KB per SM on sm_90, 1 KB of it reserved per block
-  return kBlocksPerSm<kLanes> * (sizeof(KeyRing<kLanes>) * kWarpsPerBlock<kLanes> + 2 * kHeadDim * 4 + 1024) <=
-         228 * 1024;
+  return kKeyMinBlocks<kLanes> * (sizeof(KeyRing<kLanes>) * kWarpsPerBlock + 2 * kHeadDim * 4 + 1024) <= 228 * 1024;
 }
 static_assert(fits_shared_memory<1>() && fits_shared_memory<2>() && fits_shared_memory<4>() && fits_shared_memory<8>(),
               "kKeyMinBlocks blocks of staging fit an SM's shared memory");
@@ -377,26 +360,8 @@ __device__ __forceinline__ void read_staged_row(const KeyRing<kLanes>& ring, int
   widen_bf16<kV>(w, x);
 }
 
-// Whether `pred` holds for any warp of this warp's step group (kLockstep: the block's warps
-// that share its scheduler, warp % 4), once all of them have arrived (bar.red.or on named
-// barrier 1 + warp % 4; barrier 0 is __syncthreads').
-template <int kGroupWarps>
-__device__ __forceinline__ bool any_in_step(bool pred, int warp) {
-  if constexpr (kGroupWarps == 1) {
-    return pred;
-  } else {
-    unsigned any;
-    asm volatile(
-        "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
-        : "=r"(any)
-        : "r"(static_cast<unsigned>(pred)), "r"(1 + warp % 4), "n"(kGroupWarps * kWarpLanes)
-        : "memory");
-    return any != 0;
-  }
-}
-
 template <ref::StorageFormat kFormat, int kLanes, class Path>
-__global__ void __launch_bounds__(kThreadsPerBlock<kLanes>, kBlocksPerSm<kLanes>)
+__global__ void __launch_bounds__(kThreadsPerBlock, kKeyMinBlocks<kLanes>)
 key_store_kernel(const KeyStoreArgs args) {
   using Ring = KeyRing<kLanes>;
   extern __shared__ __align__(128) uint4 shared_words[];
@@ -411,8 +376,8 @@ key_store_kernel(const KeyStoreArgs args) {
 
   const int64_t tiles = (args.num_tokens + Ring::kTokens - 1) / Ring::kTokens;
   const bool staged_store = stages_cache_rows<kFormat>(args.cache, args.page_size);
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock<kLanes>;
-  TileWalk walk = TileWalk::of(args, tiles, static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock<kLanes> + warp, warps);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  TileWalk walk = TileWalk::of(args, tiles, static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp, warps);
 
   // The group of tile i (`t`, -1 if none; `t_next` is tile i + 1): its input rows, its
   // page-table entries, its RoPE rows, and the positions of tile i + 1. The RoPE rows go
@@ -455,7 +420,7 @@ key_store_kernel(const KeyStoreArgs args) {
   commit_async();
   __shared__ __align__(16) float norm_weight[kHeadDim];  // read as float4
   __shared__ __align__(16) float norm_bias[kHeadDim];
-  for (int i = threadIdx.x; i < kHeadDim; i += kThreadsPerBlock<kLanes>) {
+  for (int i = threadIdx.x; i < kHeadDim; i += kThreadsPerBlock) {
     if (args.norm_weight != nullptr) norm_weight[i] = args.norm_weight[i];
     if (args.norm_bias != nullptr) norm_bias[i] = args.norm_bias[i];
   }
@@ -464,9 +429,7 @@ key_store_kernel(const KeyStoreArgs args) {
   __syncwarp();
   int rope_buffer = issue_group(0, tile, next_tile, 1);  // holds tile i's RoPE rows
 
-  // Every warp of a step group takes each turn until none has a tile left.
-  for (int i = 0; any_in_step<kLockstep ? kWarpsPerBlock<kLanes> / 4 : 1>(tile >= 0, warp);) {
-    if (tile < 0) continue;
+  for (int i = 0; tile >= 0; ++i) {
     const int64_t later_slot = walk.finish(i + 3, ticket);
     const int32_t later_entry = walk.entry(later_slot);
     ticket = walk.request(i + 4, lane);
@@ -528,7 +491,6 @@ key_store_kernel(const KeyStoreArgs args) {
     }
     rope_buffer = next_rope_buffer;
     tile = next_tile, next_tile = tile_after_next, tile_after_next = walk.tile(later_slot, later_entry);
-    ++i;
   }
   walk.leave(lane, warps);
   wait_async<0>();  // nothing may still be writing this block's shared memory at exit
@@ -539,10 +501,9 @@ key_store_kernel(const KeyStoreArgs args) {
 // caller caps the grid.
 template <ref::StorageFormat kFormat, int kLanes, class Path>
 unsigned grid_blocks(const KeyStoreArgs& args, int64_t tiles) {
-  constexpr int kWarps = kWarpsPerBlock<kLanes>;
-  const int resident = resident_blocks(key_store_kernel<kFormat, kLanes, Path>, kThreadsPerBlock<kLanes>,
-                                       sizeof(KeyRing<kLanes>) * kWarps, "key_store_kernel");
-  int64_t blocks = std::min<int64_t>((tiles + kWarps - 1) / kWarps, resident);
+  const int resident = resident_blocks(key_store_kernel<kFormat, kLanes, Path>, kThreadsPerBlock,
+                                       sizeof(KeyRing<kLanes>) * kWarpsPerBlock, "key_store_kernel");
+  int64_t blocks = std::min<int64_t>((tiles + kWarpsPerBlock - 1) / kWarpsPerBlock, resident);
   if (args.max_blocks > 0) blocks = std::min<int64_t>(blocks, args.max_blocks);
   return static_cast<unsigned>(blocks);
 }
@@ -612,9 +573,9 @@ void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
       constexpr ref::StorageFormat kFormat = decltype(format)::value;
       dispatch_key_path<kFormat>(args.recipe, [&](auto path) {
         using Path = decltype(path);
-        constexpr size_t kSharedBytes = sizeof(KeyRing<kLanes>) * kWarpsPerBlock<kLanes>;
         key_store_kernel<kFormat, kLanes, Path>
-            <<<grid_blocks<kFormat, kLanes, Path>(args, tiles), kThreadsPerBlock<kLanes>, kSharedBytes>>>(args);
+            <<<grid_blocks<kFormat, kLanes, Path>(args, tiles), kThreadsPerBlock,
+               sizeof(KeyRing<kLanes>) * kWarpsPerBlock>>>(args);
       });
     });
   });
