@@ -44,6 +44,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "device/api.h"
@@ -55,6 +56,19 @@
 
 namespace dsaf::dev {
 namespace {
+
+// Diagnostic (DSAF_KEY_PHASE_CLOCKS, off by default): SM cycles per phase of the tile loop,
+// summed over every warp and tile of a launch, printed by the launcher.
+#ifndef DSAF_KEY_PHASE_CLOCKS
+#define DSAF_KEY_PHASE_CLOCKS 0
+#endif
+constexpr int kPhases = 7;
+__device__ unsigned long long g_phase_cycles[kPhases + 1];  // + tiles
+__device__ __forceinline__ long long phase_clock() {
+  long long t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
+  return t;
+}
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpLanes;
@@ -428,13 +442,25 @@ key_store_kernel(const KeyStoreArgs args) {
   wait_async<0>();
   __syncwarp();
   int rope_buffer = issue_group(0, tile, next_tile, 1);  // holds tile i's RoPE rows
+  unsigned phase[kPhases] = {};
+  long long mark = DSAF_KEY_PHASE_CLOCKS != 0 ? phase_clock() : 0;
+  const auto lap = [&](int p) {
+    if constexpr (DSAF_KEY_PHASE_CLOCKS != 0) {
+      const long long now = phase_clock();
+      phase[p] += static_cast<unsigned>(now - mark);
+      mark = now;
+    }
+  };
+  unsigned tiles_done = 0;
 
   for (int i = 0; tile >= 0; ++i) {
     const int64_t later_slot = walk.finish(i + 3, ticket);
     const int32_t later_entry = walk.entry(later_slot);
     ticket = walk.request(i + 4, lane);
+    lap(0);
     wait_async<0>();  // the group of this tile: its input, RoPE rows, the next positions
     __syncwarp();     // (every lane's copies)
+    lap(1);
 
     const int64_t token_unclamped = tile * Ring::kTokens + token_in_tile;
     // A group past the end recomputes the last token and stores nothing: every lane of the
@@ -453,13 +479,16 @@ key_store_kernel(const KeyStoreArgs args) {
       load_head<kLanes>(static_cast<const float*>(args.input) + token * kHeadDim, false, part, x);
     }
     __syncwarp();  // the input rows are read: the next tile's group may land
+    lap(2);
     const int next_rope_buffer = issue_group(i + 1, next_tile, tile_after_next, rope_buffer);
+    lap(3);
     round_head_bf16<kLanes>(r.key_rounding.input, x);
 
     norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
     if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
     const float* rope_row = ring.rope[rope_buffer] + token_in_tile * Ring::kRopeStride;
     rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
+    lap(4);
 
     const int offset = page_slot_of_token.offset;
     constexpr int kValueBytes = value_bytes(kFormat), kScaleBytes = scale_bytes(kFormat);
@@ -479,6 +508,7 @@ key_store_kernel(const KeyStoreArgs args) {
       store_head<kFormat, kLanes, 16>(x, part, r.key_quant, staged_row, scale_dst, store);
       if (part == 0) ring.value_dst[token_in_tile] = store ? value_dst : nullptr;
       __syncwarp();
+      lap(5);
       const auto* staged = reinterpret_cast<const uint8_t*>(stage);
       if ((tile + 1) * Ring::kTokens <= args.num_tokens) {
         copy_out_tile<kFormat, kLanes, true>(staged, ring, lane);
@@ -491,6 +521,14 @@ key_store_kernel(const KeyStoreArgs args) {
     }
     rope_buffer = next_rope_buffer;
     tile = next_tile, next_tile = tile_after_next, tile_after_next = walk.tile(later_slot, later_entry);
+    lap(6);
+    ++tiles_done;
+  }
+  if constexpr (DSAF_KEY_PHASE_CLOCKS != 0) {
+    if (lane == 0) {
+      for (int p = 0; p < kPhases; ++p) atomicAdd(&g_phase_cycles[p], static_cast<unsigned long long>(phase[p]));
+      atomicAdd(&g_phase_cycles[kPhases], static_cast<unsigned long long>(tiles_done));
+    }
   }
   walk.leave(lane, warps);
   wait_async<0>();  // nothing may still be writing this block's shared memory at exit
@@ -576,6 +614,19 @@ void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
         key_store_kernel<kFormat, kLanes, Path>
             <<<grid_blocks<kFormat, kLanes, Path>(args, tiles), kThreadsPerBlock,
                sizeof(KeyRing<kLanes>) * kWarpsPerBlock>>>(args);
+        if constexpr (DSAF_KEY_PHASE_CLOCKS != 0) {
+          unsigned long long c[kPhases + 1] = {};
+          check_cuda(cudaMemcpyFromSymbol(c, g_phase_cycles, sizeof c), "phase clocks");
+          const unsigned long long zero[kPhases + 1] = {};
+          check_cuda(cudaMemcpyToSymbol(g_phase_cycles, zero, sizeof zero), "phase clocks");
+          if (c[kPhases] > 0) {
+            std::fprintf(stderr, "phase-clocks %s lanes %d order %d hand-out %d tokens %lld tiles %llu cycles/tile:",
+                         Path::kName, kLanes, args.tile_order != nullptr, args.tile_counters != nullptr,
+                         static_cast<long long>(args.num_tokens), c[kPhases]);
+            for (int p = 0; p < kPhases; ++p) std::fprintf(stderr, " %.0f", double(c[p]) / double(c[kPhases]));
+            std::fprintf(stderr, "\n");
+          }
+        }
       });
     });
   });
