@@ -3,7 +3,9 @@
 # the key-store tests (every preset, width and page-size class) and the benchmark, into $OUT.
 # Each NAME=CUDAFLAGS argument adds a compile-time variant of the same two targets, built
 # in BUILD_DIR-NAME (a fresh directory: CMake reads CUDAFLAGS when it configures one),
-# tested and timed the same way, into $OUT/NAME/.
+# tested and timed the same way, into $OUT/NAME/. DSAF_QUICK_CHECKS=1 adds, for every
+# build, the device property test at scale 100 and compute-sanitizer memcheck and
+# racecheck on the key-store tests of the sglang-v4 presets and dsv4-ref.
 #   bench/gpu_key_quick.sh BUILD_DIR [NAME=CUDAFLAGS ...]
 set -uo pipefail
 build=${1:-build-gpu}
@@ -15,7 +17,9 @@ export PATH=/usr/local/cuda/bin:$PATH
 build() {
   local dir=$1 dest=$2 flags=$3 label=$4
   mkdir -p "$dest"
-  for t in device_gpu_test key_store_bench; do
+  local targets="device_gpu_test key_store_bench"
+  [ "${DSAF_QUICK_CHECKS:-0}" = 1 ] && targets="$targets device_property_gpu_test"
+  for t in $targets; do
     CUDAFLAGS="$flags" scripts/gpu_host.sh "$dir" "$t" > "$dest/build.log" 2>&1 || {
       echo "$label: build of $t failed"
       tail -40 "$dest/build.log"
@@ -32,6 +36,15 @@ run() {
   timeout 300 "$dir/tests/device_gpu_test" --gtest_filter='*KeyStore*:*Sglang*:*QueryQuant*' > "$dest/gpu-tests.log" 2>&1
   echo "$label: device_gpu_test (key store, SGLang-style, query) exit $?"
   grep -E "PASSED|FAILED" "$dest/gpu-tests.log" | head -20
+  if [ "${DSAF_QUICK_CHECKS:-0}" = 1 ]; then
+    DSAF_PROPERTY_SCALE=100 timeout 200 "$dir/tests/device_property_gpu_test" > "$dest/property.log" 2>&1
+    echo "$label: device_property_gpu_test (scale 100) exit $?; $(grep -E 'OK, passed|tokens checked|Falsifiable' "$dest/property.log" | tr '\n' ' ')"
+    for tool in memcheck racecheck; do
+      timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$dir/tests/device_gpu_test" \
+        --gtest_filter='*KeyStoreGpu*sglang_v4*:*KeyStoreGpu*dsv4_ref*' > "$dest/sanitizer-$tool.log" 2>&1
+      echo "$label: compute-sanitizer $tool (key store): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$dest/sanitizer-$tool.log" | tail -1))"
+    done
+  fi
   # SM and memory clocks while the benchmark runs (whether the kernels run at the boost clock)
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 250 \
     > "$dest/clocks.csv" 2>&1 &

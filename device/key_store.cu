@@ -62,6 +62,13 @@ namespace {
 #ifndef DSAF_KEY_PHASE_CLOCKS
 #define DSAF_KEY_PHASE_CLOCKS 0
 #endif
+// Experiment (DSAF_KEY_MID_COPY_OUT, off by default): tile i - 1's cache rows copied out in
+// the middle of tile i, between its norm and its RoPE, with tile i + 1's RoPE rows issued
+// after them, so that the norm's arithmetic covers the copy-out's loads.
+#ifndef DSAF_KEY_MID_COPY_OUT
+#define DSAF_KEY_MID_COPY_OUT 0
+#endif
+constexpr bool kMidCopyOut = DSAF_KEY_MID_COPY_OUT != 0;
 constexpr int kPhases = 7;
 __device__ unsigned long long g_phase_cycles[kPhases + 1];  // + tiles
 __device__ __forceinline__ long long phase_clock() {
@@ -359,6 +366,32 @@ __device__ __forceinline__ void copy_out_tile(const uint8_t* staged, const KeyRi
   }
 }
 
+// copy_out_tile for kMidCopyOut: every row loaded first, then stored where its destination
+// is set (a branch per row around a load and a store serialises them: ptxas moved the
+// loads into the branches).
+template <ref::StorageFormat kFormat, int kLanes>
+__device__ __forceinline__ void copy_out_loaded(const uint8_t* staged, const KeyRing<kLanes>& ring, int lane) {
+  using Ring = KeyRing<kLanes>;
+  constexpr int kRowStride = Ring::kRopeStride * 4;
+  constexpr int kChunks = value_bytes(kFormat) / 16, kGroups = kWarpLanes / kChunks;
+  constexpr int kRowsPerGroup = (Ring::kTokens + kGroups - 1) / kGroups;
+  const int c = lane % kChunks, first = (lane / kChunks) * kRowsPerGroup;
+  const uint8_t* const src = staged + first * kRowStride + c * 16;
+  uint4 v[kRowsPerGroup];
+  uint8_t* dst[kRowsPerGroup];
+#pragma unroll
+  for (int j = 0; j < kRowsPerGroup; ++j) {
+    const int k = first + j;
+    const bool in_tile = Ring::kTokens % kGroups == 0 || k < Ring::kTokens;
+    v[j] = *reinterpret_cast<const uint4*>(src + j * kRowStride);
+    dst[j] = in_tile ? ring.value_dst[k] : nullptr;
+  }
+#pragma unroll
+  for (int j = 0; j < kRowsPerGroup; ++j) {
+    if (dst[j] != nullptr) __stcs(reinterpret_cast<uint4*>(dst[j] + c * 16), v[j]);
+  }
+}
+
 // This lane's part of a staged bf16 row, widened to fp32 (exact: the bits move up).
 template <int kLanes>
 __device__ __forceinline__ void read_staged_row(const KeyRing<kLanes>& ring, int token, int part,
@@ -397,18 +430,34 @@ key_store_kernel(const KeyStoreArgs args) {
   // page-table entries, its RoPE rows, and the positions of tile i + 1. The RoPE rows go
   // to the buffer tile i - 1 did not use, unless tile i has tile i - 1's positions: then
   // it keeps them. Returns the buffer that holds tile i's rows.
-  const auto issue_group = [&](int i, int64_t t, int64_t t_next, int previous_buffer) {
+  // (kMidCopyOut: the RoPE rows apart from the rest, issue_rope_rows_of, mid-tile; the
+  // group is committed there.)
+  const auto issue_group = [&](int i, int64_t t, int64_t t_next, int previous_buffer, bool with_rope) {
     int buffer = 1 - previous_buffer;
     if (t >= 0) {
       if (i > 0) issue_input_rows<kLanes>(args, t, ring, lane);  // tile 0's: with its positions
       issue_page_entries<kLanes>(args, ring, i % 3, lane);
+      if (with_rope) {
+        if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
+          buffer = previous_buffer;
+        } else {
+          issue_rope_rows<kLanes>(args, ring, i % 3, buffer, lane);
+        }
+      }
+    }
+    if (t_next >= 0) issue_positions<kLanes>(args, t_next, ring, (i + 1) % 3, lane);
+    if (with_rope) commit_async();
+    return buffer;
+  };
+  const auto issue_rope_rows_of = [&](int i, int64_t t, int previous_buffer) {
+    int buffer = 1 - previous_buffer;
+    if (t >= 0) {
       if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
         buffer = previous_buffer;
       } else {
         issue_rope_rows<kLanes>(args, ring, i % 3, buffer, lane);
       }
     }
-    if (t_next >= 0) issue_positions<kLanes>(args, t_next, ring, (i + 1) % 3, lane);
     commit_async();
     return buffer;
   };
@@ -441,7 +490,10 @@ key_store_kernel(const KeyStoreArgs args) {
   __syncthreads();
   wait_async<0>();
   __syncwarp();
-  int rope_buffer = issue_group(0, tile, next_tile, 1);  // holds tile i's RoPE rows
+  int rope_buffer = issue_group(0, tile, next_tile, 1, true);  // holds tile i's RoPE rows
+  // kMidCopyOut: tile i - 1's cache rows go out in the middle of tile i, from the buffer
+  // tile i's RoPE rows are not in; none before the first tile.
+  if (kMidCopyOut && lane < Ring::kTokens) ring.value_dst[lane] = nullptr;
   unsigned phase[kPhases] = {};
   long long mark = DSAF_KEY_PHASE_CLOCKS != 0 ? phase_clock() : 0;
   const auto lap = [&](int p) {
@@ -480,12 +532,22 @@ key_store_kernel(const KeyStoreArgs args) {
     }
     __syncwarp();  // the input rows are read: the next tile's group may land
     lap(2);
-    const int next_rope_buffer = issue_group(i + 1, next_tile, tile_after_next, rope_buffer);
+    int next_rope_buffer = issue_group(i + 1, next_tile, tile_after_next, rope_buffer, !kMidCopyOut);
     lap(3);
     round_head_bf16<kLanes>(r.key_rounding.input, x);
 
     norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
     if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
+    if constexpr (kMidCopyOut && value_bytes(kFormat) <= kStagedRowBytes) {
+      // Tile i - 1's staged rows (null destinations: nothing staged, or not stored) while
+      // this tile's arithmetic covers their loads; then the buffer may take tile i + 1's
+      // RoPE rows.
+      copy_out_loaded<kFormat, kLanes>(reinterpret_cast<const uint8_t*>(ring.rope[1 - rope_buffer]), ring, lane);
+      __syncwarp();
+      next_rope_buffer = issue_rope_rows_of(i + 1, next_tile, rope_buffer);
+    } else if constexpr (kMidCopyOut) {
+      next_rope_buffer = issue_rope_rows_of(i + 1, next_tile, rope_buffer);
+    }
     const float* rope_row = ring.rope[rope_buffer] + token_in_tile * Ring::kRopeStride;
     rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
     lap(4);
@@ -510,12 +572,14 @@ key_store_kernel(const KeyStoreArgs args) {
       __syncwarp();
       lap(5);
       const auto* staged = reinterpret_cast<const uint8_t*>(stage);
-      if ((tile + 1) * Ring::kTokens <= args.num_tokens) {
-        copy_out_tile<kFormat, kLanes, true>(staged, ring, lane);
-      } else {
-        copy_out_tile<kFormat, kLanes, false>(staged, ring, lane);
+      if constexpr (!kMidCopyOut) {
+        if ((tile + 1) * Ring::kTokens <= args.num_tokens) {
+          copy_out_tile<kFormat, kLanes, true>(staged, ring, lane);
+        } else {
+          copy_out_tile<kFormat, kLanes, false>(staged, ring, lane);
+        }
+        __syncwarp();  // the area may take the RoPE rows of tile i + 2 next
       }
-      __syncwarp();  // the area may take the RoPE rows of tile i + 2 next
     } else {
       store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
     }
@@ -523,6 +587,10 @@ key_store_kernel(const KeyStoreArgs args) {
     tile = next_tile, next_tile = tile_after_next, tile_after_next = walk.tile(later_slot, later_entry);
     lap(6);
     ++tiles_done;
+  }
+  if constexpr (kMidCopyOut && value_bytes(kFormat) <= kStagedRowBytes) {
+    __syncwarp();  // the last tile's staged rows (the buffer its successor's RoPE rows would not use)
+    copy_out_loaded<kFormat, kLanes>(reinterpret_cast<const uint8_t*>(ring.rope[1 - rope_buffer]), ring, lane);
   }
   if constexpr (DSAF_KEY_PHASE_CLOCKS != 0) {
     if (lane == 0) {
