@@ -28,11 +28,18 @@
 // kernel. Neither did one block per SM holding all 8 (1 lane) or 12 (2 lanes) warps, with
 // or without the warps that share a scheduler starting each tile together to share
 // instruction fetches (run 65; in git history): fp8 0.133-0.135 ms against 0.131, bf16
-// 0.157-0.159 against 0.156. Bulk copies (cp.async.bulk) per lane do not pay: their
-// operands are uniform registers, and ptxas serialises a warp's 32 copies in a loop. A
-// third warp per scheduler at 1 lane (runs 53-54: 168 registers, one RoPE buffer) issued
-// no faster: the warps then waited on instruction fetch (a tile's unrolled code is ~37 KB, fetched by
-// each warp at its own place in it) or, kept in step by a barrier, on the barrier and the
+// 0.157-0.159 against 0.156. Where a warp's time goes (run 67: clock64 at phase ends, fp8 1
+// lane, hand-out): of ~7,500 cycles a tile, 42% the norm, RoPE and Hadamard and 19% the
+// quantisation, which issue most of the instructions; the other 39% (walk 7%, reading the
+// rows 11%, issuing the next copies 13%, copy-out 8%) issue a fifth of them, waiting on
+// shared-memory loads and address chains; the wait for the tile's copies is 1%: the data is
+// there. Copying tile i - 1's rows out in the middle of tile i, where the norm's arithmetic
+// covers their loads (run 68; in git history), saved ~1% (fp8 0.1295 against 0.1308 ms).
+// Bulk copies (cp.async.bulk) per lane do not pay: their operands are uniform registers,
+// and ptxas serialises a warp's 32 copies in a loop. A third warp per scheduler at 1 lane
+// (runs 53-54: 168 registers, one RoPE buffer) issued no faster: the warps then waited on
+// instruction fetch (a tile's unrolled code is ~37 KB, fetched by each warp at its own
+// place in it) or, kept in step by a barrier, on the barrier and the
 // shared-memory pipe. The kernel is built around keeping bytes in flight: every warp is
 // persistent and walks tiles of 32 / kLanes tokens; everything a tile reads (input rows,
 // RoPE table rows, positions, page-table entries) is copied into the warp's shared memory
@@ -44,7 +51,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
 #include "device/api.h"
@@ -56,26 +62,6 @@
 
 namespace dsaf::dev {
 namespace {
-
-// Diagnostic (DSAF_KEY_PHASE_CLOCKS, off by default): SM cycles per phase of the tile loop,
-// summed over every warp and tile of a launch, printed by the launcher.
-#ifndef DSAF_KEY_PHASE_CLOCKS
-#define DSAF_KEY_PHASE_CLOCKS 0
-#endif
-// Experiment (DSAF_KEY_MID_COPY_OUT, off by default): tile i - 1's cache rows copied out in
-// the middle of tile i, between its norm and its RoPE, with tile i + 1's RoPE rows issued
-// after them, so that the norm's arithmetic covers the copy-out's loads.
-#ifndef DSAF_KEY_MID_COPY_OUT
-#define DSAF_KEY_MID_COPY_OUT 0
-#endif
-constexpr bool kMidCopyOut = DSAF_KEY_MID_COPY_OUT != 0;
-constexpr int kPhases = 7;
-__device__ unsigned long long g_phase_cycles[kPhases + 1];  // + tiles
-__device__ __forceinline__ long long phase_clock() {
-  long long t;
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
-  return t;
-}
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreadsPerBlock = kWarpsPerBlock * kWarpLanes;
@@ -366,32 +352,6 @@ __device__ __forceinline__ void copy_out_tile(const uint8_t* staged, const KeyRi
   }
 }
 
-// copy_out_tile for kMidCopyOut: every row loaded first, then stored where its destination
-// is set (a branch per row around a load and a store serialises them: ptxas moved the
-// loads into the branches).
-template <ref::StorageFormat kFormat, int kLanes>
-__device__ __forceinline__ void copy_out_loaded(const uint8_t* staged, const KeyRing<kLanes>& ring, int lane) {
-  using Ring = KeyRing<kLanes>;
-  constexpr int kRowStride = Ring::kRopeStride * 4;
-  constexpr int kChunks = value_bytes(kFormat) / 16, kGroups = kWarpLanes / kChunks;
-  constexpr int kRowsPerGroup = (Ring::kTokens + kGroups - 1) / kGroups;
-  const int c = lane % kChunks, first = (lane / kChunks) * kRowsPerGroup;
-  const uint8_t* const src = staged + first * kRowStride + c * 16;
-  uint4 v[kRowsPerGroup];
-  uint8_t* dst[kRowsPerGroup];
-#pragma unroll
-  for (int j = 0; j < kRowsPerGroup; ++j) {
-    const int k = first + j;
-    const bool in_tile = Ring::kTokens % kGroups == 0 || k < Ring::kTokens;
-    v[j] = *reinterpret_cast<const uint4*>(src + j * kRowStride);
-    dst[j] = in_tile ? ring.value_dst[k] : nullptr;
-  }
-#pragma unroll
-  for (int j = 0; j < kRowsPerGroup; ++j) {
-    if (dst[j] != nullptr) __stcs(reinterpret_cast<uint4*>(dst[j] + c * 16), v[j]);
-  }
-}
-
 // This lane's part of a staged bf16 row, widened to fp32 (exact: the bits move up).
 template <int kLanes>
 __device__ __forceinline__ void read_staged_row(const KeyRing<kLanes>& ring, int token, int part,
@@ -430,34 +390,18 @@ key_store_kernel(const KeyStoreArgs args) {
   // page-table entries, its RoPE rows, and the positions of tile i + 1. The RoPE rows go
   // to the buffer tile i - 1 did not use, unless tile i has tile i - 1's positions: then
   // it keeps them. Returns the buffer that holds tile i's rows.
-  // (kMidCopyOut: the RoPE rows apart from the rest, issue_rope_rows_of, mid-tile; the
-  // group is committed there.)
-  const auto issue_group = [&](int i, int64_t t, int64_t t_next, int previous_buffer, bool with_rope) {
+  const auto issue_group = [&](int i, int64_t t, int64_t t_next, int previous_buffer) {
     int buffer = 1 - previous_buffer;
     if (t >= 0) {
       if (i > 0) issue_input_rows<kLanes>(args, t, ring, lane);  // tile 0's: with its positions
       issue_page_entries<kLanes>(args, ring, i % 3, lane);
-      if (with_rope) {
-        if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
-          buffer = previous_buffer;
-        } else {
-          issue_rope_rows<kLanes>(args, ring, i % 3, buffer, lane);
-        }
-      }
-    }
-    if (t_next >= 0) issue_positions<kLanes>(args, t_next, ring, (i + 1) % 3, lane);
-    if (with_rope) commit_async();
-    return buffer;
-  };
-  const auto issue_rope_rows_of = [&](int i, int64_t t, int previous_buffer) {
-    int buffer = 1 - previous_buffer;
-    if (t >= 0) {
       if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
         buffer = previous_buffer;
       } else {
         issue_rope_rows<kLanes>(args, ring, i % 3, buffer, lane);
       }
     }
+    if (t_next >= 0) issue_positions<kLanes>(args, t_next, ring, (i + 1) % 3, lane);
     commit_async();
     return buffer;
   };
@@ -490,29 +434,14 @@ key_store_kernel(const KeyStoreArgs args) {
   __syncthreads();
   wait_async<0>();
   __syncwarp();
-  int rope_buffer = issue_group(0, tile, next_tile, 1, true);  // holds tile i's RoPE rows
-  // kMidCopyOut: tile i - 1's cache rows go out in the middle of tile i, from the buffer
-  // tile i's RoPE rows are not in; none before the first tile.
-  if (kMidCopyOut && lane < Ring::kTokens) ring.value_dst[lane] = nullptr;
-  unsigned phase[kPhases] = {};
-  long long mark = DSAF_KEY_PHASE_CLOCKS != 0 ? phase_clock() : 0;
-  const auto lap = [&](int p) {
-    if constexpr (DSAF_KEY_PHASE_CLOCKS != 0) {
-      const long long now = phase_clock();
-      phase[p] += static_cast<unsigned>(now - mark);
-      mark = now;
-    }
-  };
-  unsigned tiles_done = 0;
+  int rope_buffer = issue_group(0, tile, next_tile, 1);  // holds tile i's RoPE rows
 
   for (int i = 0; tile >= 0; ++i) {
     const int64_t later_slot = walk.finish(i + 3, ticket);
     const int32_t later_entry = walk.entry(later_slot);
     ticket = walk.request(i + 4, lane);
-    lap(0);
     wait_async<0>();  // the group of this tile: its input, RoPE rows, the next positions
     __syncwarp();     // (every lane's copies)
-    lap(1);
 
     const int64_t token_unclamped = tile * Ring::kTokens + token_in_tile;
     // A group past the end recomputes the last token and stores nothing: every lane of the
@@ -531,26 +460,13 @@ key_store_kernel(const KeyStoreArgs args) {
       load_head<kLanes>(static_cast<const float*>(args.input) + token * kHeadDim, false, part, x);
     }
     __syncwarp();  // the input rows are read: the next tile's group may land
-    lap(2);
-    int next_rope_buffer = issue_group(i + 1, next_tile, tile_after_next, rope_buffer, !kMidCopyOut);
-    lap(3);
+    const int next_rope_buffer = issue_group(i + 1, next_tile, tile_after_next, rope_buffer);
     round_head_bf16<kLanes>(r.key_rounding.input, x);
 
     norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
     if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
-    if constexpr (kMidCopyOut && value_bytes(kFormat) <= kStagedRowBytes) {
-      // Tile i - 1's staged rows (null destinations: nothing staged, or not stored) while
-      // this tile's arithmetic covers their loads; then the buffer may take tile i + 1's
-      // RoPE rows.
-      copy_out_loaded<kFormat, kLanes>(reinterpret_cast<const uint8_t*>(ring.rope[1 - rope_buffer]), ring, lane);
-      __syncwarp();
-      next_rope_buffer = issue_rope_rows_of(i + 1, next_tile, rope_buffer);
-    } else if constexpr (kMidCopyOut) {
-      next_rope_buffer = issue_rope_rows_of(i + 1, next_tile, rope_buffer);
-    }
     const float* rope_row = ring.rope[rope_buffer] + token_in_tile * Ring::kRopeStride;
     rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
-    lap(4);
 
     const int offset = page_slot_of_token.offset;
     constexpr int kValueBytes = value_bytes(kFormat), kScaleBytes = scale_bytes(kFormat);
@@ -570,33 +486,18 @@ key_store_kernel(const KeyStoreArgs args) {
       store_head<kFormat, kLanes, 16>(x, part, r.key_quant, staged_row, scale_dst, store);
       if (part == 0) ring.value_dst[token_in_tile] = store ? value_dst : nullptr;
       __syncwarp();
-      lap(5);
       const auto* staged = reinterpret_cast<const uint8_t*>(stage);
-      if constexpr (!kMidCopyOut) {
-        if ((tile + 1) * Ring::kTokens <= args.num_tokens) {
-          copy_out_tile<kFormat, kLanes, true>(staged, ring, lane);
-        } else {
-          copy_out_tile<kFormat, kLanes, false>(staged, ring, lane);
-        }
-        __syncwarp();  // the area may take the RoPE rows of tile i + 2 next
+      if ((tile + 1) * Ring::kTokens <= args.num_tokens) {
+        copy_out_tile<kFormat, kLanes, true>(staged, ring, lane);
+      } else {
+        copy_out_tile<kFormat, kLanes, false>(staged, ring, lane);
       }
+      __syncwarp();  // the area may take the RoPE rows of tile i + 2 next
     } else {
       store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
     }
     rope_buffer = next_rope_buffer;
     tile = next_tile, next_tile = tile_after_next, tile_after_next = walk.tile(later_slot, later_entry);
-    lap(6);
-    ++tiles_done;
-  }
-  if constexpr (kMidCopyOut && value_bytes(kFormat) <= kStagedRowBytes) {
-    __syncwarp();  // the last tile's staged rows (the buffer its successor's RoPE rows would not use)
-    copy_out_loaded<kFormat, kLanes>(reinterpret_cast<const uint8_t*>(ring.rope[1 - rope_buffer]), ring, lane);
-  }
-  if constexpr (DSAF_KEY_PHASE_CLOCKS != 0) {
-    if (lane == 0) {
-      for (int p = 0; p < kPhases; ++p) atomicAdd(&g_phase_cycles[p], static_cast<unsigned long long>(phase[p]));
-      atomicAdd(&g_phase_cycles[kPhases], static_cast<unsigned long long>(tiles_done));
-    }
   }
   walk.leave(lane, warps);
   wait_async<0>();  // nothing may still be writing this block's shared memory at exit
@@ -682,19 +583,6 @@ void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
         key_store_kernel<kFormat, kLanes, Path>
             <<<grid_blocks<kFormat, kLanes, Path>(args, tiles), kThreadsPerBlock,
                sizeof(KeyRing<kLanes>) * kWarpsPerBlock>>>(args);
-        if constexpr (DSAF_KEY_PHASE_CLOCKS != 0) {
-          unsigned long long c[kPhases + 1] = {};
-          check_cuda(cudaMemcpyFromSymbol(c, g_phase_cycles, sizeof c), "phase clocks");
-          const unsigned long long zero[kPhases + 1] = {};
-          check_cuda(cudaMemcpyToSymbol(g_phase_cycles, zero, sizeof zero), "phase clocks");
-          if (c[kPhases] > 0) {
-            std::fprintf(stderr, "phase-clocks %s lanes %d order %d hand-out %d tokens %lld tiles %llu cycles/tile:",
-                         Path::kName, kLanes, args.tile_order != nullptr, args.tile_counters != nullptr,
-                         static_cast<long long>(args.num_tokens), c[kPhases]);
-            for (int p = 0; p < kPhases; ++p) std::fprintf(stderr, " %.0f", double(c[p]) / double(c[kPhases]));
-            std::fprintf(stderr, "\n");
-          }
-        }
       });
     });
   });
