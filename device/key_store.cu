@@ -522,6 +522,9 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
                 kFormat == ref::StorageFormat::kFp4E2m1) {
     if (key_path_matches<SglangV4KeyPath<kFormat>>(recipe)) return f(SglangV4KeyPath<kFormat>{});
   }
+  if constexpr (kFormat == ref::StorageFormat::kFp8E4m3fn || kFormat == ref::StorageFormat::kBf16) {
+    if (key_path_matches<Dsv32KeyPath<kFormat>>(recipe)) return f(Dsv32KeyPath<kFormat>{});
+  }
   f(RuntimeKeyPath{});
 }
 
@@ -534,7 +537,13 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 // recipes): dsv32-ref 0.60 ms at 2 lanes (1: 1.19), dsv32-bf16 0.39 at 1 lane (2: 0.41;
 // runs 34, 37, 39-42 alike).
 int fastest_key_lanes(const KernelRecipe& recipe) {
-  const bool pinned = key_store_path(recipe) != RuntimeKeyPath::kName;
+  const std::string path = key_store_path(recipe);
+  // The dsv32 paths sum sequentially: at 2 lanes or more each lane's part of the chain
+  // runs while the others idle.
+  using Dsv32Fp8 = Dsv32KeyPath<ref::StorageFormat::kFp8E4m3fn>;
+  using Dsv32Bf16 = Dsv32KeyPath<ref::StorageFormat::kBf16>;
+  if (path == Dsv32Fp8::kName || path == Dsv32Bf16::kName) return 1;
+  const bool pinned = path != RuntimeKeyPath::kName;
   switch (recipe.key_quant.format) {
     case ref::StorageFormat::kFp8E4m3fn: return pinned ? 1 : 2;
     case ref::StorageFormat::kFp4E2m1: return pinned ? 1 : 4;

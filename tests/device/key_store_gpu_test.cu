@@ -32,16 +32,22 @@ const std::vector<std::string> kQuantisingPresets = {"dsv32-ref", "dsv32-bf16", 
 
 const std::vector<int> kLaneWidths = {1, 2, 4, 8};
 
-// The sglang-v4 presets run the instantiations compiled with their fields as constants
-// (device/key_paths.cuh), the kernels bench/key_store_bench.cu times; any other recipe,
-// or one field changed, runs the generic kernel. Host-side only: runs without a GPU.
+// The sglang-v4 and dsv32 presets run the instantiations compiled with their fields as
+// constants (device/key_paths.cuh), the kernels bench/key_store_bench.cu times; any other
+// recipe, or one field changed, runs the generic kernel. Host-side only: runs without a GPU.
 TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
-  for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4"}) {
+  for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref", "dsv32-bf16"}) {
     EXPECT_EQ(dev::key_store_path(dev::kernel_recipe(ref::preset(name))), name);
   }
-  for (const char* name : {"dsv32-ref", "dsv32-bf16", "sglang-v32-fused", "vllm-v32", "dsv4-ref"}) {
+  for (const char* name : {"sglang-v32-fused", "vllm-v32", "dsv4-ref"}) {
     EXPECT_EQ(dev::key_store_path(dev::kernel_recipe(ref::preset(name))), "generic") << name;
   }
+  dev::KernelRecipe v32 = dev::kernel_recipe(ref::preset("dsv32-ref"));
+  v32.key_rounding.rope = false;
+  EXPECT_EQ(dev::key_store_path(v32), "generic");
+  v32 = dev::kernel_recipe(ref::preset("dsv32-bf16"));
+  v32.key_norm.order = ref::ReductionOrder::kWarpTree;
+  EXPECT_EQ(dev::key_store_path(v32), "generic");
   dev::KernelRecipe changed = dev::kernel_recipe(ref::preset("sglang-v4-fp8"));
   changed.rope_fma = ref::ContractedProduct::kNone;
   EXPECT_EQ(dev::key_store_path(changed), "generic");
