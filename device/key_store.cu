@@ -533,9 +533,10 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 // Measured on the H200 (bench/results/LOG.md runs 37, 40-42, 1M tokens): sglang-v4-fp8
 // 0.137 ms at 1 lane (2: 0.148), sglang-v4-bf16 0.171 ms at 2 lanes (1: 0.177),
 // sglang-v4-fp4 0.214 ms at 1 lane (2: 0.227, 4: 0.229; run 42, the branch-free e2m1
-// encoder; 4 lanes were fastest with the threshold one); the generic kernel (dsv32
-// recipes): dsv32-ref 0.60 ms at 2 lanes (1: 1.19), dsv32-bf16 0.39 at 1 lane (2: 0.41;
-// runs 34, 37, 39-42 alike).
+// encoder; 4 lanes were fastest with the threshold one); the generic kernel (other
+// recipes): dsv32-ref, before its pinned path, 0.60 ms at 2 lanes (1: 1.19), dsv32-bf16
+// 0.39 at 1 lane (2: 0.41; runs 34, 37, 39-42 alike). Pinned dsv32 paths (run 69): dsv32-ref
+// 0.245 ms at 1 lane (2: 0.283, 4: 0.363, 8: 0.453), dsv32-bf16 0.252 (2: 0.279).
 int fastest_key_lanes(const KernelRecipe& recipe) {
   const std::string path = key_store_path(recipe);
   // The dsv32 paths sum sequentially: at 2 lanes or more each lane's part of the chain
