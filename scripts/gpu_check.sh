@@ -8,6 +8,10 @@
 # DSAF_GPU_TESTS_ONLY=1: build only, no CTest (the CPU tests run in CI, the exhaustive
 # selftest alone takes minutes; the GPU test binaries run below either way), to fit one
 # 10-minute device call.
+# DSAF_GPU_CHECK_PART=tests | bench: the build and the tests, sanitizers and `verify`; or
+# the build (incremental where the directory is still there) and the benchmarks, PyTorch
+# baselines, ncu profile and table. Both in one call took ~580 s in H200 run 66, at the
+# device tool's 600 s limit; two calls, the second on the still-warm machine, fit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
@@ -24,44 +28,48 @@ fi
 echo "ctest: $(grep -E 'tests passed|tests failed' "$out/$stamp-build-and-ctest.log")"
 grep -E '^\s+[0-9]+ - .*\((Failed|Not Run|Timeout)\)' "$out/$stamp-build-and-ctest.log" | head -20
 export LD_LIBRARY_PATH=/tmp/dsaf-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+part=${DSAF_GPU_CHECK_PART:-all}
 
-tests="$out/$stamp-gpu-tests.log"
-{
-  for t in device_gpu_test paged_logits_gpu_test topk_gpu_test verify_plugins_gpu_test; do
-    "$build/tests/$t"; echo "$t exit $?"
-  done
-  DSAF_PROPERTY_SCALE=100 "$build/tests/device_property_gpu_test"; echo "device_property_gpu_test (scale 100) exit $?"
-} > "$tests" 2>&1
-grep -E ' exit |^\[ (sglang|dsv|vllm|topk|TopK)|OK, passed|FAILED' "$tests" | head -60
+if [ "$part" != bench ]; then
+  tests="$out/$stamp-gpu-tests.log"
+  {
+    for t in device_gpu_test paged_logits_gpu_test topk_gpu_test verify_plugins_gpu_test; do
+      "$build/tests/$t"; echo "$t exit $?"
+    done
+    DSAF_PROPERTY_SCALE=100 "$build/tests/device_property_gpu_test"; echo "device_property_gpu_test (scale 100) exit $?"
+  } > "$tests" 2>&1
+  grep -E ' exit |^\[ (sglang|dsv|vllm|topk|TopK)|OK, passed|FAILED' "$tests" | head -60
 
-for tool in memcheck racecheck; do
-  compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/device_gpu_test" \
-    --gtest_filter='*QueryQuantGpu*sglang_v4_fp8*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*sglang_v4_fp4*' \
-    > "$out/$stamp-sanitizer-$tool.log" 2>&1
-  echo "compute-sanitizer $tool (key/query): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-$tool.log" | tail -1))"
-  compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/paged_logits_gpu_test" \
-    --gtest_filter='*sglang_v4_fp8*:*sglang_v4_bf16*' > "$out/$stamp-sanitizer-logits-$tool.log" 2>&1
-  echo "compute-sanitizer $tool (paged logits): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-logits-$tool.log" | tail -1))"
-done
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/device_gpu_test" \
+      --gtest_filter='*QueryQuantGpu*sglang_v4_fp8*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*sglang_v4_fp4*:*KeyStoreGpu*dsv32_ref*' \
+      > "$out/$stamp-sanitizer-$tool.log" 2>&1
+    echo "compute-sanitizer $tool (key/query): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-$tool.log" | tail -1))"
+    compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/paged_logits_gpu_test" \
+      --gtest_filter='*sglang_v4_fp8*:*sglang_v4_bf16*' > "$out/$stamp-sanitizer-logits-$tool.log" 2>&1
+    echo "compute-sanitizer $tool (paged logits): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-logits-$tool.log" | tail -1))"
+  done
 
-verify="$out/$stamp-verify.log"
-{
-  for recipe in dsv32-ref dsv32-bf16 sglang-v32-fused vllm-v32 dsv4-ref sglang-v4-fp8 sglang-v4-bf16 sglang-v4-fp4; do
-    echo "== verify example plug-in, $recipe"
-    "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_example_plugin.so" --recipe $recipe --cases 10000
-    echo "exit $?"
-  done
-  for recipe in sglang-v4-fp8 sglang-v4-bf16; do  # the fp8 and the bf16 tensor-core kernel
-    echo "== verify builtin-fast, $recipe"
-    "$build/cli/dsa-fidelity" verify --kernel builtin-fast --recipe $recipe --cases 10000; echo "exit $?"
-  done
-  for bug in wrong_reciprocal wrong_offset; do
-    echo "== verify $bug plug-in, sglang-v4-fp8"
-    "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_${bug}_plugin.so" --recipe sglang-v4-fp8 --cases 10000
-    echo "exit $?"
-  done
-} > "$verify" 2>&1
-grep -E '^== |^exit|MISMATCH|explained|paged logits|top-K' "$verify" | head -80
+  verify="$out/$stamp-verify.log"
+  {
+    for recipe in dsv32-ref dsv32-bf16 sglang-v32-fused vllm-v32 dsv4-ref sglang-v4-fp8 sglang-v4-bf16 sglang-v4-fp4; do
+      echo "== verify example plug-in, $recipe"
+      "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_example_plugin.so" --recipe $recipe --cases 10000
+      echo "exit $?"
+    done
+    for recipe in sglang-v4-fp8 sglang-v4-bf16; do  # the fp8 and the bf16 tensor-core kernel
+      echo "== verify builtin-fast, $recipe"
+      "$build/cli/dsa-fidelity" verify --kernel builtin-fast --recipe $recipe --cases 10000; echo "exit $?"
+    done
+    for bug in wrong_reciprocal wrong_offset; do
+      echo "== verify $bug plug-in, sglang-v4-fp8"
+      "$build/cli/dsa-fidelity" verify --kernel "$build/device/libdsaf_${bug}_plugin.so" --recipe sglang-v4-fp8 --cases 10000
+      echo "exit $?"
+    done
+  } > "$verify" 2>&1
+  grep -E '^== |^exit|MISMATCH|explained|paged logits|top-K' "$verify" | head -80
+fi
+[ "$part" = tests ] && exit 0
 
 "$build/bench/key_store_bench" "$out/$stamp-key-store-bench.json"
 "$build/bench/paged_logits_bench" "$out/$stamp-paged-logits-bench.json"
