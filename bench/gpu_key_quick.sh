@@ -5,7 +5,7 @@
 # in BUILD_DIR-NAME (a fresh directory: CMake reads CUDAFLAGS when it configures one),
 # tested and timed the same way, into $OUT/NAME/. DSAF_QUICK_CHECKS=1 adds, for every
 # build, the device property test at scale 100 and compute-sanitizer memcheck and
-# racecheck on the key-store tests of the sglang-v4 presets and dsv4-ref.
+# racecheck on the key-store tests of the sglang-v4 and dsv32 presets and dsv4-ref.
 #   bench/gpu_key_quick.sh BUILD_DIR [NAME=CUDAFLAGS ...]
 set -uo pipefail
 build=${1:-build-gpu}
@@ -41,7 +41,7 @@ run() {
     echo "$label: device_property_gpu_test (scale 100) exit $?; $(grep -E 'OK, passed|tokens checked|Falsifiable' "$dest/property.log" | tr '\n' ' ')"
     for tool in memcheck racecheck; do
       timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$dir/tests/device_gpu_test" \
-        --gtest_filter='*KeyStoreGpu*sglang_v4*:*KeyStoreGpu*dsv4_ref*' > "$dest/sanitizer-$tool.log" 2>&1
+        --gtest_filter='*KeyStoreGpu*sglang_v4*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*dsv32*' > "$dest/sanitizer-$tool.log" 2>&1
       echo "$label: compute-sanitizer $tool (key store): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$dest/sanitizer-$tool.log" | tail -1))"
     done
   fi

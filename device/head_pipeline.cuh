@@ -326,13 +326,6 @@ __device__ __forceinline__ float e2m1_value(unsigned code) {
   return (code & 8) ? -mag : mag;
 }
 
-// Stores kWords 32-bit words at dst: 16- or 8-byte vectors where the count and the address
-// allow, else words. A slot is only 4-byte aligned in general: a page holds P x 132 (fp8)
-// or P x 68 (fp4) bytes, so for P = 1 or 2 a token's values start at any multiple of 4.
-// kAlign: the alignment the caller guarantees (a staged row in shared memory: 16 bytes
-// where the lane's part is a multiple of 16), which spares the run-time tests (in run
-// 64's profile of the bf16 key kernel, 12% of the samples in its store code were
-// branch-resolving stalls).
 // kN-word vector stores of w at dst (dst 4 kN-byte aligned).
 template <int kN, int kWords>
 __device__ __forceinline__ void store_vectors(uint8_t* dst, const unsigned (&w)[kWords]) {
@@ -349,6 +342,13 @@ __device__ __forceinline__ void store_vectors(uint8_t* dst, const unsigned (&w)[
   }
 }
 
+// Stores kWords 32-bit words at dst: 16- or 8-byte vectors where the count and the address
+// allow, else words. A slot is only 4-byte aligned in general: a page holds P x 132 (fp8)
+// or P x 68 (fp4) bytes, so for P = 1 or 2 a token's values start at any multiple of 4.
+// kAlign: the alignment the caller guarantees (a staged row in shared memory: 16 bytes
+// where the lane's part is a multiple of 16), which spares the run-time tests (in run
+// 64's profile of the bf16 key kernel, 12% of the samples in its store code were
+// branch-resolving stalls).
 template <int kWords, int kAlign = 4>
 __device__ __forceinline__ void store_words(uint8_t* dst, const unsigned (&w)[kWords]) {
   constexpr int kWide = kWords % 4 == 0 ? 4 : 1, kPair = kWords % 2 == 0 ? 2 : 1;
