@@ -55,6 +55,8 @@ struct SglangV4KeyPath {
   static constexpr const char* kName = kFormat == ref::StorageFormat::kFp8E4m3fn ? "sglang-v4-fp8"
                                        : kFormat == ref::StorageFormat::kBf16    ? "sglang-v4-bf16"
                                                                                   : "sglang-v4-fp4";
+  // The fastest lane-group width at 1M tokens (key_store.cu, fastest_key_lanes).
+  static constexpr int kFastestLanes = kFormat == ref::StorageFormat::kBf16 ? 2 : 1;
   static constexpr KernelRecipe recipe() {
     KernelRecipe r{};
     r.key_rounding = {false, false, false, false};
@@ -94,6 +96,8 @@ template <ref::StorageFormat kFormat>
 struct Dsv32KeyPath {
   static constexpr bool kPinned = true;
   static constexpr const char* kName = kFormat == ref::StorageFormat::kFp8E4m3fn ? "dsv32-ref" : "dsv32-bf16";
+  // Sequential sums: in a wider group each lane's part of the chain runs while the others idle.
+  static constexpr int kFastestLanes = 1;
   static constexpr KernelRecipe recipe() {
     KernelRecipe r{};
     r.key_rounding = {true, true, true, true};

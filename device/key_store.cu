@@ -538,17 +538,17 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 // 0.39 at 1 lane (2: 0.41; runs 34, 37, 39-42 alike). Pinned dsv32 paths (run 69): dsv32-ref
 // 0.245 ms at 1 lane (2: 0.283, 4: 0.363, 8: 0.453), dsv32-bf16 0.252 (2: 0.279).
 int fastest_key_lanes(const KernelRecipe& recipe) {
-  const std::string path = key_store_path(recipe);
-  // The dsv32 paths sum sequentially: at 2 lanes or more each lane's part of the chain
-  // runs while the others idle.
-  using Dsv32Fp8 = Dsv32KeyPath<ref::StorageFormat::kFp8E4m3fn>;
-  using Dsv32Bf16 = Dsv32KeyPath<ref::StorageFormat::kBf16>;
-  if (path == Dsv32Fp8::kName || path == Dsv32Bf16::kName) return 1;
-  const bool pinned = path != RuntimeKeyPath::kName;
-  switch (recipe.key_quant.format) {
-    case ref::StorageFormat::kFp8E4m3fn: return pinned ? 1 : 2;
-    case ref::StorageFormat::kFp4E2m1: return pinned ? 1 : 4;
-    case ref::StorageFormat::kBf16: return pinned ? 2 : 1;
+  int lanes = 0;
+  dispatch_format(recipe.key_quant.format, [&](auto format) {
+    dispatch_key_path<decltype(format)::value>(recipe, [&](auto path) {
+      if constexpr (decltype(path)::kPinned) lanes = decltype(path)::kFastestLanes;
+    });
+  });
+  if (lanes > 0) return lanes;
+  switch (recipe.key_quant.format) {  // the generic kernel
+    case ref::StorageFormat::kFp8E4m3fn: return 2;
+    case ref::StorageFormat::kFp4E2m1: return 4;
+    case ref::StorageFormat::kBf16: return 1;
     default: return 2;
   }
 }

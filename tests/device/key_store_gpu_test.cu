@@ -48,6 +48,13 @@ TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
   v32 = dev::kernel_recipe(ref::preset("dsv32-bf16"));
   v32.key_norm.order = ref::ReductionOrder::kWarpTree;
   EXPECT_EQ(dev::key_store_path(v32), "generic");
+  // The default widths, the fastest measured on the H200 (bench/results/LOG.md runs 37-42, 69).
+  const std::vector<std::pair<const char*, int>> fastest = {
+      {"sglang-v4-fp8", 1}, {"sglang-v4-bf16", 2}, {"sglang-v4-fp4", 1}, {"dsv32-ref", 1},
+      {"dsv32-bf16", 1},    {"sglang-v32-fused", 2}, {"vllm-v32", 2},    {"dsv4-ref", 2}};
+  for (const auto& [name, lanes] : fastest) {
+    EXPECT_EQ(dev::fastest_key_lanes(dev::kernel_recipe(ref::preset(name))), lanes) << name;
+  }
   dev::KernelRecipe changed = dev::kernel_recipe(ref::preset("sglang-v4-fp8"));
   changed.rope_fma = ref::ContractedProduct::kNone;
   EXPECT_EQ(dev::key_store_path(changed), "generic");
