@@ -15,7 +15,7 @@ log="$out/gpu-tests.log"
 {
   "$build/tests/device_gpu_test"; echo "device_gpu_test exit $?"
   "$build/tests/verify_plugins_gpu_test"; echo "verify_plugins_gpu_test exit $?"
-  DSAF_PROPERTY_SCALE=100 "$build/tests/device_property_gpu_test"; echo "device_property_gpu_test (scale 100) exit $?"
+  scripts/device_property.sh "$build" "$out/property.log"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/device_gpu_test" \
       --gtest_filter='*QueryQuantGpu*sglang_v4_fp8*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*sglang_v4_fp4*' 2>&1 | tail -4

@@ -37,8 +37,7 @@ run() {
   echo "$label: device_gpu_test (key store, SGLang-style, query) exit $?"
   grep -E "PASSED|FAILED" "$dest/gpu-tests.log" | head -20
   if [ "${DSAF_QUICK_CHECKS:-0}" = 1 ]; then
-    DSAF_PROPERTY_SCALE=100 timeout 200 "$dir/tests/device_property_gpu_test" > "$dest/property.log" 2>&1
-    echo "$label: device_property_gpu_test (scale 100) exit $?; $(grep -E 'OK, passed|tokens checked|Falsifiable' "$dest/property.log" | tr '\n' ' ')"
+    timeout 300 scripts/device_property.sh "$dir" "$dest/property.log" | sed "s/^/$label: /"
     for tool in memcheck racecheck; do
       timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$dir/tests/device_gpu_test" \
         --gtest_filter='*KeyStoreGpu*sglang_v4*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*dsv32*' > "$dest/sanitizer-$tool.log" 2>&1

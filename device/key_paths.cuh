@@ -41,6 +41,7 @@ __host__ __device__ constexpr void for_each_key_path_field(KernelRecipe& a, cons
 // Every field read from the arguments.
 struct RuntimeKeyPath {
   static constexpr bool kPinned = false;
+  static constexpr bool kProducerWarps = false;  // key_store.cu, key_store_specialized_kernel
   static constexpr const char* kName = "generic";
 };
 
@@ -57,6 +58,8 @@ struct SglangV4KeyPath {
                                                                                   : "sglang-v4-fp4";
   // The fastest lane-group width at 1M tokens (key_store.cu, fastest_key_lanes).
   static constexpr int kFastestLanes = kFormat == ref::StorageFormat::kBf16 ? 2 : 1;
+  // At 1 lane, producer warps cost more than they give (H200 run 71: fp8 0.136 against 0.131 ms).
+  static constexpr bool kProducerWarps = false;
   static constexpr KernelRecipe recipe() {
     KernelRecipe r{};
     r.key_rounding = {false, false, false, false};
@@ -91,13 +94,17 @@ struct SglangV4KeyPath {
 // scales, 2^ceil(log2(max(amax, floor) x fl(1/448))) from the exponent bits, applied by
 // division. The generic kernel ran these presets at 17% (fp8) and 35% (bf16) of copy
 // (H200 run 66, tile order + hand-out): their runtime fields cost branches and registers at
-// every stage; pinned, at 1 lane, 41% and 53% (run 69: 0.234 and 0.239 ms at 1M tokens).
+// every stage; pinned, at 1 lane, 41% and 53% (run 69: 0.234 and 0.239 ms at 1M tokens),
+// with producer warps 43% and 60% (run 71: 0.227 and 0.212 ms).
 template <ref::StorageFormat kFormat>
 struct Dsv32KeyPath {
   static constexpr bool kPinned = true;
   static constexpr const char* kName = kFormat == ref::StorageFormat::kFp8E4m3fn ? "dsv32-ref" : "dsv32-bf16";
   // Sequential sums: in a wider group each lane's part of the chain runs while the others idle.
   static constexpr int kFastestLanes = 1;
+  // At 1 lane the tiles run on compute warps fed by producer warps (H200 run 71: bf16 0.212
+  // against 0.239 ms, fp8 0.227 against 0.234).
+  static constexpr bool kProducerWarps = true;
   static constexpr KernelRecipe recipe() {
     KernelRecipe r{};
     r.key_rounding = {true, true, true, true};

@@ -47,7 +47,9 @@
 // without registers held for it. Narrow groups (1-2
 // lanes per token) issue the fewest instructions per token (no shuffles in the Hadamard,
 // one lane per reduction) but hold 64-128 values per lane, so few warps fit on an SM;
-// the staging is what lets those few warps keep HBM busy.
+// the staging is what lets those few warps keep HBM busy. The dsv32 paths at 1 lane run
+// key_store_specialized_kernel instead: the same tile, its copies and copy-out done by a
+// producer warp beside each compute warp (below; run 71).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -58,6 +60,7 @@
 #include "device/key_paths.cuh"
 #include "device/launch.h"
 #include "device/primitives/async_copy.cuh"
+#include "device/primitives/mbarrier.cuh"
 #include "device/primitives/paging.cuh"
 
 namespace dsaf::dev {
@@ -367,6 +370,65 @@ __device__ __forceinline__ void read_staged_row(const KeyRing<kLanes>& ring, int
   widen_bf16<kV>(w, x);
 }
 
+// This lane's token of the tile in ring slot `slot`: its input part read into x (from the
+// staged rows, or fp32 rows from global memory), its page and slot offset, and whether it
+// is stored (a tile past the batch's end recomputes the last token and stores nothing:
+// every lane of the warp must take part in the shuffles).
+struct KeyToken {
+  bool store;
+  int64_t page;  // table[seq][pos / P] (landed with the group); the slot is pos % P
+  int offset;
+};
+template <int kLanes>
+__device__ __forceinline__ KeyToken read_key_token(const KeyStoreArgs& args, const KeyRing<kLanes>& ring, int64_t tile,
+                                                   int slot, int token_in_tile, int part, HeadPart<kLanes>& x) {
+  const int64_t token_unclamped = tile * KeyRing<kLanes>::kTokens + token_in_tile;
+  const bool store = token_unclamped < args.num_tokens;
+  const int64_t token = store ? token_unclamped : args.num_tokens - 1;
+  const int position = ring.positions[slot][token_in_tile];
+  const PageSlot page_slot_of_token = page_slot(position, args.page_size);
+  const int64_t page = ring.seq_then_page[slot][token_in_tile];
+  if (args.input_bf16) {
+    read_staged_row<kLanes>(ring, token_in_tile, part, x);
+  } else {
+    load_head<kLanes>(static_cast<const float*>(args.input) + token * kHeadDim, false, part, x);
+  }
+  return {store, page, page_slot_of_token.offset};
+}
+
+// Norm -> RoPE -> Hadamard on this lane's part of a token (the recipe's roundings between);
+// its RoPE row is row token_in_tile of rope_rows.
+template <int kLanes>
+__device__ __forceinline__ void transform_key(const KernelRecipe& r, int part, const float* norm_weight,
+                                              const float* norm_bias, const float* rope_rows, int token_in_tile,
+                                              HeadPart<kLanes>& x) {
+  round_head_bf16<kLanes>(r.key_rounding.input, x);
+  norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
+  if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
+  const float* rope_row = rope_rows + token_in_tile * KeyRing<kLanes>::kRopeStride;
+  rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
+}
+
+// Quantises a token and stores it in its cache slot: the scale directly, the values directly
+// or, with staged_row, into the stage for the tile's copy-out (then returns their slot).
+template <ref::StorageFormat kFormat, int kLanes>
+__device__ __forceinline__ uint8_t* store_key(const KeyStoreArgs& args, const KernelRecipe& r, int part, int64_t page,
+                                              int offset, bool store, uint8_t* staged_row, HeadPart<kLanes>& x) {
+  constexpr int kValueBytes = value_bytes(kFormat), kScaleBytes = scale_bytes(kFormat);
+  uint8_t* page_base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
+  uint8_t* value_dst = page_base + offset * kValueBytes;
+  uint8_t* scale_dst = page_base + args.page_size * kValueBytes + offset * kScaleBytes;
+  if constexpr (kValueBytes <= kStagedRowBytes) {
+    if (staged_row != nullptr) {
+      // A staged row starts 16-byte aligned (rope rows kRopeStride floats apart).
+      store_head<kFormat, kLanes, 16>(x, part, r.key_quant, staged_row, scale_dst, store);
+      return value_dst;
+    }
+  }
+  store_head<kFormat, kLanes>(x, part, r.key_quant, value_dst, scale_dst, store);
+  return value_dst;
+}
+
 template <ref::StorageFormat kFormat, int kLanes, class Path>
 __global__ void __launch_bounds__(kThreadsPerBlock, kKeyMinBlocks<kLanes>)
 key_store_kernel(const KeyStoreArgs args) {
@@ -443,22 +505,10 @@ key_store_kernel(const KeyStoreArgs args) {
     wait_async<0>();  // the group of this tile: its input, RoPE rows, the next positions
     __syncwarp();     // (every lane's copies)
 
-    const int64_t token_unclamped = tile * Ring::kTokens + token_in_tile;
-    // A group past the end recomputes the last token and stores nothing: every lane of the
-    // warp must take part in the shuffles.
-    const bool store = token_unclamped < args.num_tokens;
-    const int64_t token = store ? token_unclamped : args.num_tokens - 1;
-    const int position = ring.positions[i % 3][token_in_tile];
-    // page = table[seq][pos / P] (landed with the group), slot pos % P; [P x values | P x scales]
-    const PageSlot page_slot_of_token = page_slot(position, args.page_size);
-    const int64_t page = ring.seq_then_page[i % 3][token_in_tile];
-
     HeadPart<kLanes> x;
-    if (args.input_bf16) {
-      read_staged_row<kLanes>(ring, token_in_tile, part, x);
-    } else {
-      load_head<kLanes>(static_cast<const float*>(args.input) + token * kHeadDim, false, part, x);
-    }
+    const KeyToken t = read_key_token<kLanes>(args, ring, tile, i % 3, token_in_tile, part, x);
+    const bool store = t.store;
+    const int64_t page = t.page;
     __syncwarp();  // the input rows are read: the next tile's group may land
     const int next_rope_buffer = issue_group(i + 1, next_tile, tile_after_next, rope_buffer);
     round_head_bf16<kLanes>(r.key_rounding.input, x);
@@ -468,7 +518,7 @@ key_store_kernel(const KeyStoreArgs args) {
     const float* rope_row = ring.rope[rope_buffer] + token_in_tile * Ring::kRopeStride;
     rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
 
-    const int offset = page_slot_of_token.offset;
+    const int offset = t.offset;
     constexpr int kValueBytes = value_bytes(kFormat), kScaleBytes = scale_bytes(kFormat);
     uint8_t* page_base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
     uint8_t* value_dst = page_base + offset * kValueBytes;
@@ -501,6 +551,177 @@ key_store_kernel(const KeyStoreArgs args) {
   }
   walk.leave(lane, warps);
   wait_async<0>();  // nothing may still be writing this block's shared memory at exit
+}
+
+// Producer and compute warps (the pinned paths with kProducerWarps, at 1 lane). Run 67's
+// phase clocks put 39% of a 1-lane warp's time in phases that issue a sixth of its
+// instructions (the walk, issuing the next tile's copies, the copy-out). Here each compute
+// warp has a producer warp of its own that walks the tiles, issues every copy and copies
+// the staged cache rows out; the compute warp waits for its tile's group, computes,
+// stages, and hands the stage back. One block per SM: 8 compute warps (warpgroups 0-1, 216
+// registers after setmaxnreg) and 8 producers (warpgroups 2-3, 40 registers): 2 x 128 x
+// 216 + 2 x 128 x 40 = 65,536; the 8 rings fill shared memory as the 2 x 4 of
+// key_store_kernel do. H200 run 71 (1M tokens, tile order + hand-out): dsv32-bf16 0.212 ms
+// (0.239 in key_store_kernel, run 69), dsv32-ref 0.227 (0.234); but sglang-v4-fp8 0.136
+// (0.131), sglang-v4-fp4 0.194 (0.195-0.197) and sglang-v4-bf16 at 1 lane 0.165 (2 lanes
+// in key_store_kernel: 0.157). The dsv32 paths' long sequential LayerNorm chains leave the
+// most issue slots idle between them; the sglang-v4 ones lose more to the hand-offs than
+// the producers give back.
+constexpr int kSpecializedComputeWarps = 8;
+constexpr int kSpecializedThreads = 2 * kSpecializedComputeWarps * kWarpLanes;
+constexpr int kComputeRegisters = 216, kProducerRegisters = 40;
+static_assert(kSpecializedComputeWarps * kWarpLanes * (kComputeRegisters + kProducerRegisters) == 65536,
+              "the register file, shared out");
+
+// The hand-offs between a compute warp and its producer, one phase per tile i.
+struct alignas(16) KeyHandoff {
+  uint64_t landed;     // tile i's group is in shared memory (32 copy arrivals + the plan's)
+  uint64_t rows_read;  // the compute warp has read tile i's rows: tile i + 1's group may go
+  uint64_t staged;     // tile i's cache rows are staged, their slots in value_dst
+  uint64_t copied;     // the producer has read them out: the stage may be written again
+  int64_t tiles[2][2];  // [i % 2]: tiles i and i + 1 (-1: none)
+};
+
+// Tile i + 1 keeps tile i's RoPE rows (its positions are tile i's): both warps decide
+// the buffers alike from the landed positions.
+template <int kLanes>
+__device__ __forceinline__ bool keeps_rope_rows(const KeyRing<kLanes>& ring, int64_t next_tile, int i, int lane) {
+  return next_tile >= 0 && same_positions<kLanes>(ring, (i + 1) % 3, i % 3, lane);
+}
+
+template <ref::StorageFormat kFormat, int kLanes>
+__device__ void produce_key_tiles(const KeyStoreArgs& args, KeyRing<kLanes>& ring, KeyHandoff& h, int64_t warp,
+                                  int64_t warps, bool staged_store, int lane) {
+  using Ring = KeyRing<kLanes>;
+  const int64_t tiles = (args.num_tokens + Ring::kTokens - 1) / Ring::kTokens;
+  TileWalk walk = TileWalk::of(args, tiles, warp, warps);
+  const auto tile_at = [&](int64_t i) {
+    const int64_t slot = walk.slot(i, lane);
+    return walk.tile(slot, walk.entry(slot));
+  };
+  int64_t tile = tile_at(0), next_tile = tile_at(1), tile_after_next = tile_at(2), previous_tile = -1;
+  int32_t ticket = walk.request(3, lane);
+  if (tile >= 0) {
+    issue_positions<kLanes>(args, tile, ring, 0, lane);
+    issue_input_rows<kLanes>(args, tile, ring, lane);
+  }
+  commit_async();
+  wait_async<0>();
+  __syncwarp();
+  int rope_buffer = 1;  // tile i - 1's
+  for (int i = 0;; ++i) {
+    if (i > 0) {
+      barrier_wait(&h.landed, (i - 1) & 1);     // tile i's positions (acquired here, too)
+      barrier_wait(&h.rows_read, (i - 1) & 1);  // the input-row buffer is free
+    }
+    int buffer = 1 - rope_buffer;  // tile i's RoPE rows
+    if (tile >= 0) {
+      if (i > 0) issue_input_rows<kLanes>(args, tile, ring, lane);
+      issue_page_entries<kLanes>(args, ring, i % 3, lane);
+      if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
+        buffer = rope_buffer;
+      } else {
+        issue_rope_rows<kLanes>(args, ring, i % 3, buffer, lane);
+      }
+    }
+    if (next_tile >= 0) issue_positions<kLanes>(args, next_tile, ring, (i + 1) % 3, lane);
+    if (lane == 0) h.tiles[i % 2][0] = tile, h.tiles[i % 2][1] = next_tile;
+    barrier_arrive_after_copies(&h.landed);
+    __syncwarp();
+    if (lane == 0) barrier_arrive(&h.landed);
+    if (i > 0 && staged_store) {  // tile i - 1's rows, from the buffer tile i does not use
+      barrier_wait(&h.staged, (i - 1) & 1);
+      const auto* staged = reinterpret_cast<const uint8_t*>(ring.rope[buffer == rope_buffer ? 1 - rope_buffer : rope_buffer]);
+      if ((previous_tile + 1) * Ring::kTokens <= args.num_tokens) {
+        copy_out_tile<kFormat, kLanes, true>(staged, ring, lane);
+      } else {
+        copy_out_tile<kFormat, kLanes, false>(staged, ring, lane);
+      }
+      barrier_arrive(&h.copied);
+    }
+    if (tile < 0) break;
+    const int64_t later_slot = walk.finish(i + 3, ticket);
+    const int32_t later_entry = walk.entry(later_slot);
+    ticket = walk.request(i + 4, lane);
+    rope_buffer = buffer;
+    previous_tile = tile;
+    tile = next_tile, next_tile = tile_after_next, tile_after_next = walk.tile(later_slot, later_entry);
+  }
+  walk.leave(lane, warps);
+  commit_async();
+  wait_async<0>();
+}
+
+template <ref::StorageFormat kFormat, int kLanes, class Path>
+__global__ void __launch_bounds__(kSpecializedThreads, 1) key_store_specialized_kernel(const KeyStoreArgs args) {
+  using Ring = KeyRing<kLanes>;
+  constexpr int kComputeWarps = kSpecializedComputeWarps;
+  extern __shared__ __align__(128) uint4 shared_words[];
+  const int warp = __shfl_sync(kFullMask, static_cast<int>(threadIdx.x / kWarpLanes), 0);
+  const int lane = threadIdx.x % kWarpLanes;
+  const bool producer = warp >= kComputeWarps;
+  const int w = producer ? warp - kComputeWarps : warp;
+  Ring& ring = reinterpret_cast<Ring*>(shared_words)[w];
+  KeyHandoff& h = reinterpret_cast<KeyHandoff*>(reinterpret_cast<Ring*>(shared_words) + kComputeWarps)[w];
+  __shared__ __align__(16) float norm_weight[kHeadDim];
+  __shared__ __align__(16) float norm_bias[kHeadDim];
+  for (int i = threadIdx.x; i < kHeadDim; i += kSpecializedThreads) {
+    if (args.norm_weight != nullptr) norm_weight[i] = args.norm_weight[i];
+    if (args.norm_bias != nullptr) norm_bias[i] = args.norm_bias[i];
+  }
+  if (!producer && lane == 0) {
+    barrier_init(&h.landed, kWarpLanes + 1);
+    barrier_init(&h.rows_read, kWarpLanes);
+    barrier_init(&h.staged, kWarpLanes);
+    barrier_init(&h.copied, kWarpLanes);
+  }
+  __syncthreads();
+  const bool staged_store =
+      value_bytes(kFormat) <= kStagedRowBytes && stages_cache_rows<kFormat>(args.cache, args.page_size);
+  if (producer) {
+    registers_release<kProducerRegisters>();
+    produce_key_tiles<kFormat, kLanes>(args, ring, h, static_cast<int64_t>(blockIdx.x) * kComputeWarps + w,
+                                       static_cast<int64_t>(gridDim.x) * kComputeWarps, staged_store, lane);
+    return;
+  }
+  registers_claim<kComputeRegisters>();
+  const int part = lane % kLanes, token_in_tile = lane / kLanes;
+  const KernelRecipe r = pinned_recipe<Path>(args.recipe);
+  int rope_buffer = 0;  // tile i's RoPE rows
+  for (int i = 0;; ++i) {
+    barrier_wait(&h.landed, i & 1);
+    const int64_t tile = h.tiles[i % 2][0], next_tile = h.tiles[i % 2][1];
+    if (tile < 0) break;
+    HeadPart<kLanes> x;
+    const KeyToken t = read_key_token<kLanes>(args, ring, tile, i % 3, token_in_tile, part, x);
+    const bool keeps = keeps_rope_rows<kLanes>(ring, next_tile, i, lane);
+    barrier_arrive(&h.rows_read);
+    transform_key<kLanes>(r, part, norm_weight, norm_bias, ring.rope[rope_buffer], token_in_tile, x);
+    if (staged_store) {
+      __syncwarp();  // every lane has read its RoPE row: the stage may be this tile's buffer
+      if (i > 0) barrier_wait(&h.copied, (i - 1) & 1);
+      float* stage = ring.rope[keeps ? 1 - rope_buffer : rope_buffer];
+      uint8_t* staged_row = reinterpret_cast<uint8_t*>(stage + token_in_tile * Ring::kRopeStride);
+      uint8_t* value_dst = store_key<kFormat, kLanes>(args, r, part, t.page, t.offset, t.store, staged_row, x);
+      if (part == 0) ring.value_dst[token_in_tile] = t.store ? value_dst : nullptr;
+      barrier_arrive(&h.staged);
+    } else {
+      store_key<kFormat, kLanes>(args, r, part, t.page, t.offset, t.store, nullptr, x);
+    }
+    rope_buffer = keeps ? rope_buffer : 1 - rope_buffer;
+  }
+}
+
+template <ref::StorageFormat kFormat, int kLanes, class Path>
+void launch_key_store_specialized(const KeyStoreArgs& args, int64_t tiles) {
+  using Ring = KeyRing<kLanes>;
+  constexpr int kShared = kSpecializedComputeWarps * (sizeof(Ring) + sizeof(KeyHandoff));
+  const int resident = resident_blocks(key_store_specialized_kernel<kFormat, kLanes, Path>, kSpecializedThreads,
+                                       kShared, "key_store_specialized_kernel");
+  int64_t blocks = std::min<int64_t>((tiles + kSpecializedComputeWarps - 1) / kSpecializedComputeWarps, resident);
+  if (args.max_blocks > 0) blocks = std::min<int64_t>(blocks, args.max_blocks);
+  key_store_specialized_kernel<kFormat, kLanes, Path>
+      <<<static_cast<unsigned>(blocks), kSpecializedThreads, kShared>>>(args);
 }
 
 // Grid of the persistent kernel: as many blocks as fit on the current device at once (asked
@@ -536,7 +757,8 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 // encoder; 4 lanes were fastest with the threshold one); the generic kernel (other
 // recipes): dsv32-ref, before its pinned path, 0.60 ms at 2 lanes (1: 1.19), dsv32-bf16
 // 0.39 at 1 lane (2: 0.41; runs 34, 37, 39-42 alike). Pinned dsv32 paths (run 69): dsv32-ref
-// 0.245 ms at 1 lane (2: 0.283, 4: 0.363, 8: 0.453), dsv32-bf16 0.252 (2: 0.279).
+// 0.245 ms at 1 lane (2: 0.283, 4: 0.363, 8: 0.453), dsv32-bf16 0.252 (2: 0.279); at 1 lane
+// with producer warps (run 71) 0.248 and 0.233 in batch order.
 int fastest_key_lanes(const KernelRecipe& recipe) {
   int lanes = 0;
   dispatch_format(recipe.key_quant.format, [&](auto format) {
@@ -590,9 +812,13 @@ void launch_key_store(const KeyStoreArgs& args, int lanes_per_head) {
       constexpr ref::StorageFormat kFormat = decltype(format)::value;
       dispatch_key_path<kFormat>(args.recipe, [&](auto path) {
         using Path = decltype(path);
-        key_store_kernel<kFormat, kLanes, Path>
-            <<<grid_blocks<kFormat, kLanes, Path>(args, tiles), kThreadsPerBlock,
-               sizeof(KeyRing<kLanes>) * kWarpsPerBlock>>>(args);
+        if constexpr (kLanes == 1 && Path::kProducerWarps) {
+          launch_key_store_specialized<kFormat, kLanes, Path>(args, tiles);
+        } else {
+          key_store_kernel<kFormat, kLanes, Path>
+              <<<grid_blocks<kFormat, kLanes, Path>(args, tiles), kThreadsPerBlock,
+                 sizeof(KeyRing<kLanes>) * kWarpsPerBlock>>>(args);
+        }
       });
     });
   });

@@ -25,11 +25,13 @@ std::string PagedSequences::describe() const {
   return out;
 }
 
-rc::Gen<PagedSequences> gen_paged_sequences(int max_seqs, int max_len, bool boundary_lengths) {
+rc::Gen<PagedSequences> gen_paged_sequences(int max_seqs, int max_len, bool boundary_lengths,
+                                            std::vector<int> page_sizes) {
   return rc::gen::exec([=] {
     PagedSequences l;
-    // Shrinks toward k = 0, i.e. pages of 8 tokens (2^3), then walks 16..256, 1, 2, 4.
-    l.page_size = 1 << ((*rc::gen::inRange(0, 9) + 3) % 9);
+    // Shrinks toward k = 0, i.e. pages of 8 tokens (2^3), then walks 16..256, 1, 2, 4; or
+    // toward the first of page_sizes.
+    l.page_size = page_sizes.empty() ? 1 << ((*rc::gen::inRange(0, 9) + 3) % 9) : *rc::gen::elementOf(page_sizes);
     const int seqs = *rc::gen::inRange(1, max_seqs + 1);
     for (int s = 0; s < seqs; ++s) {
       if (!boundary_lengths) {

@@ -28,7 +28,9 @@ struct PagedSequences {
   std::string describe() const;
 };
 
-rc::Gen<PagedSequences> gen_paged_sequences(int max_seqs, int max_len, bool boundary_lengths = false);
+// page_sizes: draw the page size from these (default: every power of two 1..256).
+rc::Gen<PagedSequences> gen_paged_sequences(int max_seqs, int max_len, bool boundary_lengths = false,
+                                            std::vector<int> page_sizes = {});
 
 // RapidCheck prints counterexamples through showValue (found by argument-dependent lookup).
 inline void showValue(const PagedSequences& l, std::ostream& os) { os << l.describe(); }

@@ -13,9 +13,9 @@ E gen_enum(int count) {
   return static_cast<E>(*rc::gen::inRange(0, count));
 }
 
-ref::QuantSpec gen_quant() {
+ref::QuantSpec gen_quant(std::optional<ref::StorageFormat> format = std::nullopt) {
   ref::QuantSpec q;
-  q.format = static_cast<ref::StorageFormat>(*rc::gen::inRange(1, 6));  // not kNone (fp32 compute)
+  q.format = format ? *format : static_cast<ref::StorageFormat>(*rc::gen::inRange(1, 6));  // not kNone (fp32 compute)
   const bool fp4 = q.format == ref::StorageFormat::kFp4E2m1 || q.format == ref::StorageFormat::kFp4SimulatedBf16;
   q.block = fp4 ? 32 : 128;
   q.amax_floor = *rc::gen::element(1e-4f, 1e-10f, 1e-30f);
@@ -34,8 +34,8 @@ ref::IntermediateRounding gen_rounding() {
 
 }  // namespace
 
-rc::Gen<ref::Recipe> gen_recipe() {
-  return rc::gen::exec([] {
+rc::Gen<ref::Recipe> gen_recipe(std::optional<ref::StorageFormat> key_format) {
+  return rc::gen::exec([key_format] {
     for (;;) {
       ref::Recipe r;
       r.name = "generated";
@@ -53,7 +53,7 @@ rc::Gen<ref::Recipe> gen_recipe() {
                                        ref::RopeTableSpec{160000.0, 16.0, 65536.0, 32.0, 1.0},
                                        ref::RopeTableSpec{10000.0, 1.0, 4096.0, 32.0, 1.0});
       r.hadamard = *rc::gen::arbitrary<bool>();
-      r.key_quant = gen_quant();
+      r.key_quant = gen_quant(key_format);
       r.query_quant = gen_quant();
       r.weights = gen_enum<ref::WeightsPrecision>(2);
       r.weights_fold = gen_enum<ref::WeightsFold>(2);

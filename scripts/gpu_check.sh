@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the offline GPU host: build (scripts/gpu_host.sh), run every CTest test (the GPU
-# ones included), the device property at scale 100, compute-sanitizer (memcheck,
+# ones included), the device property at scale 100 (scripts/device_property.sh), compute-sanitizer (memcheck,
 # racecheck; a reduced filter), `verify` on our kernels and the plug-ins, the benchmarks
 # and the PyTorch baselines. Writes bench/results-style files named
 # <date>-<gpu>-* into $OUT (or bench/results/ when OUT is unset) and prints a summary.
@@ -36,9 +36,9 @@ if [ "$part" != bench ]; then
     for t in device_gpu_test paged_logits_gpu_test topk_gpu_test verify_plugins_gpu_test; do
       "$build/tests/$t"; echo "$t exit $?"
     done
-    DSAF_PROPERTY_SCALE=100 "$build/tests/device_property_gpu_test"; echo "device_property_gpu_test (scale 100) exit $?"
   } > "$tests" 2>&1
   grep -E ' exit |^\[ (sglang|dsv|vllm|topk|TopK)|OK, passed|FAILED' "$tests" | head -60
+  scripts/device_property.sh "$build" "$out/$stamp-property.log"
 
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/device_gpu_test" \

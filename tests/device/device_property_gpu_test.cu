@@ -1,13 +1,17 @@
 // Device == reference, byte for byte, as a RapidCheck property over generated valid
-// recipes, page layouts and activation rows (CTest label gpu). DSAF_PROPERTY_SCALE
-// multiplies the cases (100 x scale; default 1 here); a failure prints the shrunk
-// layout and recipe, the RapidCheck reproduce string and a `dsa-fidelity verify` command.
-// Half the cases run a quantising preset instead of a generated recipe: the launcher
-// serves the presets with pinned instantiations (device/key_paths.cuh) that a generated
-// recipe matches field for field almost never, so they need cases of their own.
+// recipes, page layouts and activation rows (CTest label gpu), checked per cell: each
+// cache store format (fp8, bf16, fp4) in each page-size class (1-8, 16-64, 128-256 tokens
+// a page), and the test formats (fp32, simulated fp4) at every page size. Every cell gets
+// 100 x DSAF_PROPERTY_SCALE cases (default 1 here; gpu_check runs scale 100, 10,000 cases
+// a cell, one process per format in parallel). A failure prints the shrunk layout and
+// recipe, the RapidCheck reproduce string and a `dsa-fidelity verify` command.
+// Half the cases of a cell run a preset of its format instead of a generated recipe: the
+// launcher serves the presets with pinned instantiations (device/key_paths.cuh) that a
+// generated recipe matches field for field almost never, so they need cases of their own.
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -25,18 +29,47 @@
 namespace dsaf::test {
 namespace {
 
-TEST(DevicePropertyGpu, KeyCacheEqualsReferenceForGeneratedRecipesAndLayouts) {
+struct Cell {
+  std::string name;  // the test's name suffix (gtest filters pick cells by it)
+  ref::StorageFormat format;
+  std::vector<int> page_sizes;  // empty: every power of two 1..256
+};
+
+std::vector<Cell> cells() {
+  using ref::StorageFormat;
+  const std::vector<std::pair<std::string, std::vector<int>>> classes = {
+      {"small_pages", {1, 2, 4, 8}}, {"medium_pages", {16, 32, 64}}, {"large_pages", {128, 256}}};
+  std::vector<Cell> out;
+  for (const auto& [format, name] : {std::pair{StorageFormat::kFp8E4m3fn, "fp8"}, std::pair{StorageFormat::kBf16, "bf16"},
+                                     std::pair{StorageFormat::kFp4E2m1, "fp4_e2m1"}}) {
+    for (const auto& [class_name, sizes] : classes) out.push_back({std::string(name) + "_" + class_name, format, sizes});
+  }
+  out.push_back({"fp32_all_pages", StorageFormat::kFp32, {}});
+  out.push_back({"fp4_simulated_bf16_all_pages", StorageFormat::kFp4SimulatedBf16, {}});
+  return out;
+}
+
+void PrintTo(const Cell& cell, std::ostream* os) { *os << cell.name; }
+
+class DevicePropertyGpu : public ::testing::TestWithParam<Cell> {};
+
+TEST_P(DevicePropertyGpu, KeyCacheEqualsReference) {
   DSAF_REQUIRE_GPU();
+  const Cell& cell = GetParam();
   const char* scale = std::getenv("DSAF_PROPERTY_SCALE");
   const long cases = 100 * (scale ? std::max(1L, std::strtol(scale, nullptr, 10)) : 1);
   int64_t checked_tokens = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> cases_and_tokens;  // by recipe name
-  const std::vector<std::string> presets = {"dsv32-ref", "dsv32-bf16", "sglang-v32-fused", "vllm-v32",
-                                            "dsv4-ref",  "sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4"};
-  const bool ok = rc::check("device key cache == reference", [&] {
-    const ref::Recipe recipe = *rc::gen::arbitrary<bool>() ? ref::preset(*rc::gen::elementOf(presets))
-                                                           : *properties::gen_recipe();
-    const properties::PagedSequences l = *properties::gen_paged_sequences(4, 200);
+  std::map<int, int64_t> cases_by_page_size;
+  std::vector<std::string> presets;  // the quantising presets of this format
+  for (const ref::Recipe& p : ref::presets()) {
+    if (p.key_quant.format == cell.format && p.name != "exact") presets.push_back(p.name);
+  }
+  const bool ok = rc::check("device key cache == reference, " + cell.name, [&] {
+    const ref::Recipe recipe = !presets.empty() && *rc::gen::arbitrary<bool>()
+                                   ? ref::preset(*rc::gen::elementOf(presets))
+                                   : *properties::gen_recipe(cell.format);
+    const properties::PagedSequences l = *properties::gen_paged_sequences(4, 200, false, cell.page_sizes);
     properties::KeyInputs in;
     for (int64_t t = 0; t < l.tokens(); ++t) in.rows.push_back(*properties::gen_activation_row());
     const bool bf16 = *rc::gen::arbitrary<bool>();
@@ -91,6 +124,7 @@ TEST(DevicePropertyGpu, KeyCacheEqualsReferenceForGeneratedRecipesAndLayouts) {
     auto& tally = cases_and_tokens[recipe.name];
     tally.first += 1;
     tally.second += l.tokens();
+    cases_by_page_size[l.page_size] += 1;
     if (!v.pass) {
       // The failing recipe as a file, and the verify command that runs it on its own cases.
       const std::string path = ::testing::TempDir() + "dsaf_failing_recipe.json";
@@ -103,14 +137,20 @@ TEST(DevicePropertyGpu, KeyCacheEqualsReferenceForGeneratedRecipesAndLayouts) {
     }
   });
   // rc::check reads max_success from RC_PARAMS; the scale is reported for the record.
-  std::printf("device property: %ld-case budget (DSAF_PROPERTY_SCALE), %lld tokens checked\n", cases,
-              static_cast<long long>(checked_tokens));
+  std::printf("[ %s ] device property: %ld-case budget (DSAF_PROPERTY_SCALE), %lld tokens checked\n", cell.name.c_str(),
+              cases, static_cast<long long>(checked_tokens));
   for (const auto& [name, tally] : cases_and_tokens) {
     std::printf("  %-18s %6lld cases %9lld tokens\n", name.c_str(), static_cast<long long>(tally.first),
                 static_cast<long long>(tally.second));
   }
+  std::string sizes;
+  for (const auto& [size, n] : cases_by_page_size) sizes += " " + std::to_string(size) + ": " + std::to_string(n);
+  std::printf("  cases by page size:%s\n", sizes.c_str());
   EXPECT_TRUE(ok);
 }
+
+INSTANTIATE_TEST_SUITE_P(Cells, DevicePropertyGpu, ::testing::ValuesIn(cells()),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace dsaf::test

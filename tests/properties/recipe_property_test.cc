@@ -29,6 +29,19 @@ RC_GTEST_PROP(RecipeProperty, AnyValidRecipeRoundTripsAndStoresBoundedValues, ()
   RC_ASSERT(head.dot_scale > 0.0);
 }
 
+// The generators the device property uses per cell (tests/device/device_property_gpu_test.cu):
+// a recipe drawn for a key format has it and is valid; a layout drawn from page sizes uses one.
+RC_GTEST_PROP(RecipeProperty, DrawnForAFormatAndPageSizesTheyHaveThem, ()) {
+  const auto format = static_cast<ref::StorageFormat>(*rc::gen::inRange(1, 6));
+  const ref::Recipe r = *gen_recipe(format);
+  RC_ASSERT(r.key_quant.format == format);
+  r.validate();  // throws when invalid
+  const std::vector<int> sizes = *rc::gen::element(std::vector<int>{1, 2, 4, 8}, std::vector<int>{16, 32, 64},
+                                                   std::vector<int>{128, 256});
+  const PagedSequences l = *gen_paged_sequences(4, 50, false, sizes);
+  RC_ASSERT(std::find(sizes.begin(), sizes.end(), l.page_size) != sizes.end());
+}
+
 // Top-K equals the first K of a full stable sort by descending score (ties: lower index
 // first) on tie-heavy rows and on rows whose floats share their high 22 bits.
 RC_GTEST_PROP(TopKProperty, EqualsAFullStableSortOnAdversarialRows, ()) {

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# On the GPU host: the device property (tests/device/device_property_gpu_test.cu) at
+# DSAF_PROPERTY_SCALE (default 100: 10,000 cases in each cell of store format x page-size
+# class), one process per store format side by side (each case's reference runs on one
+# CPU core; the GPU is mostly idle), into LOG. Prints one line per cell; exits non-zero
+# when any process fails.
+#   scripts/device_property.sh BUILD_DIR LOG
+set -uo pipefail
+build=$1
+log=$2
+export DSAF_PROPERTY_SCALE=${DSAF_PROPERTY_SCALE:-100}
+filters=('*/fp8_*' '*/bf16_*' '*/fp4_e2m1_*' '*/fp32_*:*/fp4_simulated_*')
+pids=()
+for i in "${!filters[@]}"; do
+  "$build/tests/device_property_gpu_test" --gtest_filter="${filters[$i]}" > "$log.$i" 2>&1 &
+  pids+=($!)
+done
+status=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || status=1
+done
+cat "$log".[0-9] > "$log" && rm -f "$log".[0-9]
+grep -E '^\[ .* \] device property|OK, passed|Falsifiable|FAILED|cases by page size' "$log"
+echo "device property (scale $DSAF_PROPERTY_SCALE, every cell): exit $status"
+exit $status
