@@ -637,6 +637,7 @@ __device__ void produce_key_tiles(const KeyStoreArgs& args, KeyRing<kLanes>& rin
       } else {
         copy_out_tile<kFormat, kLanes, false>(staged, ring, lane);
       }
+      __syncwarp();  // every lane's reads of the stage are done: it may take RoPE rows next
       barrier_arrive(&h.copied);
     }
     if (tile < 0) break;
