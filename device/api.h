@@ -309,7 +309,8 @@ class KernelUnderTest {
 };
 
 // "builtin" (our kernels: exact-order logits), "builtin-fast" (the same with the fp8
-// tensor-core logits kernel), "builtin:N" (N lanes per head), or the path of a plug-in
+// tensor-core logits kernel), "builtin:N" (N lanes per head), "builtin:N:grid1" (the same
+// with the key kernel's grid capped at one block), or the path of a plug-in
 // shared library. Throws dsaf::Error
 // (kEnvironment) without a CUDA device or when the library cannot be loaded, (kBadInput)
 // when it does not export dsaf_kernel_get for ABI version 1. Defined only in CUDA builds.

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <map>
 #include <memory>
 
 #include "device/api.h"
@@ -161,6 +162,13 @@ class AbiKernel : public KernelUnderTest {
   const dsaf_scoring_v1* scoring_;
 };
 
+template <int kLanes, int kMaxBlocks>
+std::unique_ptr<KernelUnderTest> open_builtin() {
+  static const std::string name =
+      "builtin:" + std::to_string(kLanes) + (kMaxBlocks > 0 ? ":grid" + std::to_string(kMaxBlocks) : "");
+  return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, kLanes, kMaxBlocks>(name.c_str()), nullptr);
+}
+
 }  // namespace
 
 std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
@@ -177,11 +185,16 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
     return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect>("builtin-fast"), nullptr,
                                        abi_scoring_table<true>("builtin-fast (tensor-core logits)"));
   }
-  // builtin:N — our kernels with N lanes per head (a tuning knob; the bytes must not change)
-  if (spec == "builtin:1") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 1>("builtin:1"), nullptr);
-  if (spec == "builtin:2") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 2>("builtin:2"), nullptr);
-  if (spec == "builtin:4") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 4>("builtin:4"), nullptr);
-  if (spec == "builtin:8") return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, 8>("builtin:8"), nullptr);
+  // builtin:N — our kernels with N lanes per head; builtin:N:grid1 — the same in a grid of
+  // one block, whose persistent warps then walk many tiles each, where a small batch gives
+  // every warp of a full grid one tile (tuning knobs: the bytes must not change).
+  using Opener = std::unique_ptr<KernelUnderTest> (*)();
+  static const std::map<std::string, Opener> builtin_widths = {
+      {"builtin:1", &open_builtin<1, 0>},       {"builtin:2", &open_builtin<2, 0>},
+      {"builtin:4", &open_builtin<4, 0>},       {"builtin:8", &open_builtin<8, 0>},
+      {"builtin:1:grid1", &open_builtin<1, 1>}, {"builtin:2:grid1", &open_builtin<2, 1>},
+      {"builtin:4:grid1", &open_builtin<4, 1>}, {"builtin:8:grid1", &open_builtin<8, 1>}};
+  if (const auto it = builtin_widths.find(spec); it != builtin_widths.end()) return it->second();
   void* library = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) throw Error(ErrorKind::kEnvironment, "cannot load '" + spec + "': " + dlerror());
   const auto get = reinterpret_cast<dsaf_kernel_get_fn>(dlsym(library, "dsaf_kernel_get"));

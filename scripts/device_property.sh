@@ -20,6 +20,14 @@ for i in "${!pids[@]}"; do
   wait "${pids[$i]}" || status=1
 done
 cat "$log".[0-9] > "$log" && rm -f "$log".[0-9]
+# Every cell ran and passed: as many OK lines as the binary lists tests (a filter that
+# matched nothing would otherwise pass in silence).
+cells=$("$build/tests/device_property_gpu_test" --gtest_list_tests | grep -c '^  ')
+passed=$(grep -c '^\[       OK \]' "$log")
+if [ "$passed" -ne "$cells" ]; then
+  echo "device property: $passed of $cells cells passed"
+  status=1
+fi
 grep -E '^\[ .* \] device property|OK, passed|Falsifiable|FAILED|cases by page size' "$log"
 echo "device property (scale $DSAF_PROPERTY_SCALE, every cell): exit $status"
 exit $status

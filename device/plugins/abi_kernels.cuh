@@ -55,8 +55,8 @@ KernelRecipe plugin_recipe(const dsaf_recipe_v1& abi) {
 }
 
 // kLanes: the lane-group width of our kernels (api.h launch_key_store; 0 = the fastest);
-// no effect on bits.
-template <PluginBug kBug, int kLanes = kAutoLanesPerHead>
+// kMaxBlocks: a grid cap (api.h KeyStoreArgs::max_blocks; 0 = none). No effect on bits.
+template <PluginBug kBug, int kLanes = kAutoLanesPerHead, int kMaxBlocks = 0>
 int abi_key_store(const dsaf_key_store_args_v1* a) {
   try {
     KeyStoreArgs args;
@@ -74,6 +74,7 @@ int abi_key_store(const dsaf_key_store_args_v1* a) {
     args.cache = a->cache;
     args.page_size = a->page_size;
     args.recipe = plugin_recipe<kBug>(a->recipe);
+    args.max_blocks = kMaxBlocks;
     if constexpr (kBug == PluginBug::kOffsetByOneToken) {
       // Run the correct kernel into a copy of the cache, then move every token one slot on.
       const int vb = value_bytes(args.recipe.key_quant.format);
@@ -193,9 +194,9 @@ const dsaf_scoring_v1* abi_scoring_table(const char* name) {
   return &table;
 }
 
-template <PluginBug kBug, int kLanes = kAutoLanesPerHead>
+template <PluginBug kBug, int kLanes = kAutoLanesPerHead, int kMaxBlocks = 0>
 const dsaf_kernel_v1* abi_table(const char* name) {
-  static const dsaf_kernel_v1 table = {DSAF_KERNEL_ABI_VERSION, name, &abi_key_store<kBug, kLanes>,
+  static const dsaf_kernel_v1 table = {DSAF_KERNEL_ABI_VERSION, name, &abi_key_store<kBug, kLanes, kMaxBlocks>,
                                        &abi_query_quant<kBug, kLanes>, &abi_error_text};
   return &table;
 }

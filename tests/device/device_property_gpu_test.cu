@@ -3,13 +3,15 @@
 // cache store format (fp8, bf16, fp4) in each page-size class (1-8, 16-64, 128-256 tokens
 // a page), and the test formats (fp32, simulated fp4) at every page size. Every cell gets
 // 100 x DSAF_PROPERTY_SCALE cases (default 1 here; gpu_check runs scale 100, 10,000 cases
-// a cell, one process per format in parallel). A failure prints the shrunk layout and
-// recipe, the RapidCheck reproduce string and a `dsa-fidelity verify` command.
-// Half the cases of a cell run a preset of its format instead of a generated recipe: the
-// launcher serves the presets with pinned instantiations (device/key_paths.cuh) that a
-// generated recipe matches field for field almost never, so they need cases of their own.
+// a cell, one process per format in parallel: scripts/device_property.sh), each cell from
+// its own seed. Half of a cell's cases run a preset of its format instead of a generated
+// recipe (the launcher serves the presets with pinned instantiations, device/key_paths.cuh,
+// that a generated recipe matches field for field almost never), and half run in a grid of
+// one block, whose warps walk several tiles each. A failure prints the shrunk layout, the
+// kernel, the recipe (as a file for generated ones) and a `dsa-fidelity verify` command.
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <ostream>
 #include <memory>
@@ -32,20 +34,46 @@ namespace {
 struct Cell {
   std::string name;  // the test's name suffix (gtest filters pick cells by it)
   ref::StorageFormat format;
-  std::vector<int> page_sizes;  // empty: every power of two 1..256
+  std::vector<int> page_sizes;
+  uint64_t seed_offset;  // added to the run's seed (check_cell)
 };
+
+// rc::check with the configured parameters (RC_PARAMS), but the seed plus seed_offset:
+// rc::check gives every check of a process the same seed, so cells that differ only in
+// their page sizes would draw the same recipes, lengths and rows (H200 run 72: the three
+// fp8 cells of one process checked the same 1,029,521 tokens). RC_PARAMS's reproduce
+// strings are not read here; a failure prints its recipe, layout and a verify command.
+template <class Property>
+bool check_cell(const std::string& description, uint64_t seed_offset, Property property) {
+  using namespace rc::detail;
+  TestParams params = configuration().testParams;
+  params.seed += 0x9E3779B97F4A7C15ull * seed_offset;  // 2^64 / golden ratio: far apart
+  TestMetadata metadata;
+  metadata.id = description;
+  metadata.description = description;
+  std::cerr << "\n- " << description << " (seed " << params.seed << ")\n";
+  const TestResult result = checkProperty(toProperty(property), metadata, params);
+  printResultMessage(result, std::cerr);
+  std::cerr << "\n";
+  return result.template is<SuccessResult>();
+}
 
 std::vector<Cell> cells() {
   using ref::StorageFormat;
   const std::vector<std::pair<std::string, std::vector<int>>> classes = {
       {"small_pages", {1, 2, 4, 8}}, {"medium_pages", {16, 32, 64}}, {"large_pages", {128, 256}}};
+  // Every page size alike (the layout generator's own draw scales with RapidCheck's size
+  // and gave pages of 4 tokens to under 1% of run 72's cases).
+  const std::vector<int> all_sizes = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   std::vector<Cell> out;
   for (const auto& [format, name] : {std::pair{StorageFormat::kFp8E4m3fn, "fp8"}, std::pair{StorageFormat::kBf16, "bf16"},
                                      std::pair{StorageFormat::kFp4E2m1, "fp4_e2m1"}}) {
-    for (const auto& [class_name, sizes] : classes) out.push_back({std::string(name) + "_" + class_name, format, sizes});
+    for (const auto& [class_name, sizes] : classes) {
+      out.push_back({std::string(name) + "_" + class_name, format, sizes, out.size()});
+    }
   }
-  out.push_back({"fp32_all_pages", StorageFormat::kFp32, {}});
-  out.push_back({"fp4_simulated_bf16_all_pages", StorageFormat::kFp4SimulatedBf16, {}});
+  out.push_back({"fp32_all_pages", StorageFormat::kFp32, all_sizes, out.size()});
+  out.push_back({"fp4_simulated_bf16_all_pages", StorageFormat::kFp4SimulatedBf16, all_sizes, out.size()});
   return out;
 }
 
@@ -65,7 +93,7 @@ TEST_P(DevicePropertyGpu, KeyCacheEqualsReference) {
   for (const ref::Recipe& p : ref::presets()) {
     if (p.key_quant.format == cell.format && p.name != "exact") presets.push_back(p.name);
   }
-  const bool ok = rc::check("device key cache == reference, " + cell.name, [&] {
+  const bool ok = check_cell("device key cache == reference, " + cell.name, cell.seed_offset, [&] {
     const ref::Recipe recipe = !presets.empty() && *rc::gen::arbitrary<bool>()
                                    ? ref::preset(*rc::gen::elementOf(presets))
                                    : *properties::gen_recipe(cell.format);
@@ -109,14 +137,24 @@ TEST_P(DevicePropertyGpu, KeyCacheEqualsReference) {
     b.norm_bias = in.norm_bias;
     b.cache.assign(expected.size(), 0xAA);
     b.recipe = dev::kernel_recipe(recipe);
-    // Our kernel at a drawn lane-group width (a tuning knob that must not change a bit).
-    static const std::map<int, std::unique_ptr<dev::KernelUnderTest>> kernels = [] {
-      std::map<int, std::unique_ptr<dev::KernelUnderTest>> m;
-      for (int lanes : {1, 2, 4, 8}) m[lanes] = dev::open_kernel("builtin:" + std::to_string(lanes));
+    // Our kernel at a drawn lane-group width, in a full grid or one block (tuning knobs that
+    // must not change a bit). These batches are small: in a full grid every persistent warp
+    // gets one tile, in one block each walks several, through the steady state of its copy
+    // pipeline (and, with producer warps, their hand-offs) that a full grid never reaches.
+    static const std::map<std::string, std::unique_ptr<dev::KernelUnderTest>> kernels = [] {
+      std::map<std::string, std::unique_ptr<dev::KernelUnderTest>> m;
+      for (const char* grid : {"", ":grid1"}) {
+        for (int lanes : {1, 2, 4, 8}) {
+          const std::string spec = "builtin:" + std::to_string(lanes) + grid;
+          m[spec] = dev::open_kernel(spec);
+        }
+      }
       return m;
     }();
     const int lanes = *rc::gen::element(1, 2, 4, 8);
-    const std::vector<uint8_t> actual = kernels.at(lanes)->key_store(b);
+    const bool one_block = *rc::gen::arbitrary<bool>();
+    const std::string kernel = "builtin:" + std::to_string(lanes) + (one_block ? ":grid1" : "");
+    const std::vector<uint8_t> actual = kernels.at(kernel)->key_store(b);
     oracle::CacheOwnership owners{l.page_tables, l.seq_lens};
     const oracle::ByteVerdict v =
         oracle::compare_paged_cache(ref::PagedCacheLayout(recipe.key_quant.format, l.page_size), owners, expected, actual);
@@ -127,10 +165,10 @@ TEST_P(DevicePropertyGpu, KeyCacheEqualsReference) {
     cases_by_page_size[l.page_size] += 1;
     if (!v.pass) {
       // The failing recipe as a file, and the verify command that runs it on its own cases.
-      const std::string path = ::testing::TempDir() + "dsaf_failing_recipe.json";
+      const std::string path = ::testing::TempDir() + "dsaf_failing_recipe_" + cell.name + ".json";
       std::ofstream(path) << ref::recipe_to_json(recipe).dump(2) << "\n";
-      RC_LOG() << "lanes per head: " << lanes << "\nlayout: " << l.describe() << "\n" << v.describe() << "\n"
-               << "reproduce the recipe with: dsa-fidelity verify --kernel builtin "
+      RC_LOG() << "kernel: " << kernel << "\nlayout: " << l.describe() << "\n" << v.describe() << "\n"
+               << "reproduce the recipe with: dsa-fidelity verify --kernel " << kernel << " "
                << (recipe.name == "generated" ? "--recipe-file " + path + " --recipe generated" : "--recipe " + recipe.name)
                << " --seed 1\n";
       RC_FAIL("device key cache differs from the reference");

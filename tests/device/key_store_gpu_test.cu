@@ -113,10 +113,10 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       // either: the batch's own, build_key_tile_order's (tiles sorted by position: the
       // sequences all start at position 0, so with lengths a multiple of 32, drawn for
       // half of these batches, every tile offset repeats in each sequence and warps keep
-      // RoPE rows across tiles), or a random permutation of the tiles. The first batch of
-      // each class is sure to keep rows: sorted, aligned, two sequences or more, and one
-      // block (4 warps, long runs of the order each).
-      const bool keeps_rows = batches == 0;
+      // RoPE rows across tiles), or a random permutation of the tiles. The first four batches
+      // of each class are sure to keep rows, one at each lane-group width: sorted, aligned,
+      // two sequences or more, and one block (long runs of the order per warp).
+      const bool keeps_rows = batches < static_cast<int>(kLaneWidths.size());
       const int order_kind = keeps_rows ? 1 : std::uniform_int_distribution<int>(0, 2)(rng);
       const int64_t len_multiple =
           keeps_rows || (order_kind > 0 && std::uniform_int_distribution<int>(0, 1)(rng) == 0) ? 32 : 1;
@@ -131,7 +131,8 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       // batch this small gets one tile, and only capped grids reach the steady state of the
       // copy pipeline (tile i computing while tile i + 1 lands).
       const bool bf16_input = std::uniform_int_distribution<int>(0, 1)(rng) == 0;
-      const int lanes = kLaneWidths[std::uniform_int_distribution<size_t>(0, kLaneWidths.size() - 1)(rng)];
+      const int lanes = keeps_rows ? kLaneWidths[batches]
+                                   : kLaneWidths[std::uniform_int_distribution<size_t>(0, kLaneWidths.size() - 1)(rng)];
       const int max_blocks =
           keeps_rows ? 1 : std::array<int, 3>{0, 1, 3}[std::uniform_int_distribution<int>(0, 2)(rng)];
       std::vector<uint16_t> bits;
