@@ -572,6 +572,10 @@ constexpr int kSpecializedThreads = 2 * kSpecializedComputeWarps * kWarpLanes;
 constexpr int kComputeRegisters = 216, kProducerRegisters = 40;
 static_assert(kSpecializedComputeWarps * kWarpLanes * (kComputeRegisters + kProducerRegisters) == 65536,
               "the register file, shared out");
+// The launch must hold 65536 / kSpecializedThreads = 128 registers a thread: setmaxnreg moves
+// registers within the block's allocation, and a block launched with fewer could never
+// satisfy the compute warps' claim (they would wait in setmaxnreg.inc forever).
+constexpr int kSpecializedLaunchRegisters = 65536 / kSpecializedThreads;
 
 // The hand-offs between a compute warp and its producer, one phase per tile i.
 struct alignas(16) KeyHandoff {
@@ -717,8 +721,17 @@ template <ref::StorageFormat kFormat, int kLanes, class Path>
 void launch_key_store_specialized(const KeyStoreArgs& args, int64_t tiles) {
   using Ring = KeyRing<kLanes>;
   constexpr int kShared = kSpecializedComputeWarps * (sizeof(Ring) + sizeof(KeyHandoff));
-  const int resident = resident_blocks(key_store_specialized_kernel<kFormat, kLanes, Path>, kSpecializedThreads,
-                                       kShared, "key_store_specialized_kernel");
+  static_assert(kShared + 2 * kHeadDim * 4 <= 227 * 1024, "8 rings, their hand-offs and the norm weights in a block");
+  const auto kernel = key_store_specialized_kernel<kFormat, kLanes, Path>;
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, kernel), "key_store_specialized_kernel attributes");
+  if (attributes.numRegs != kSpecializedLaunchRegisters) {
+    throw Error(ErrorKind::kEnvironment, "key_store_specialized_kernel was compiled for " +
+                                             std::to_string(attributes.numRegs) + " registers a thread, not " +
+                                             std::to_string(kSpecializedLaunchRegisters) +
+                                             ": its setmaxnreg claims could not be met");
+  }
+  const int resident = resident_blocks(kernel, kSpecializedThreads, kShared, "key_store_specialized_kernel");
   int64_t blocks = std::min<int64_t>((tiles + kSpecializedComputeWarps - 1) / kSpecializedComputeWarps, resident);
   if (args.max_blocks > 0) blocks = std::min<int64_t>(blocks, args.max_blocks);
   key_store_specialized_kernel<kFormat, kLanes, Path>
