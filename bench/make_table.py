@@ -111,6 +111,11 @@ def key_store_rows(paths, torch):
                             field(c, "tile_order_hand_out_ms", path), field(c, "bytes", path), copy, None,
                             "last tiles of the order handed out by counters"
                             + (f", {per_warp} per warp" if per_warp is not None else "")))
+        if c.get("traffic_twin_no_rope_ms", 0) > 0:  # fp8 and bf16 stores (0: not measured)
+            rows.append(Row("key store", case, "traffic twin: these bytes, no arithmetic (key_store_bench.cu)",
+                            field(c, "traffic_twin_no_rope_ms", path), field(c, "bytes", path), copy, None,
+                            "reads the rows and page entries and writes the cache rows, computes nothing: "
+                            "the fastest a kernel moving the counted bytes this way has run"))
     return rows
 
 
