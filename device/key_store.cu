@@ -734,8 +734,7 @@ void launch_key_store_specialized(const KeyStoreArgs& args, int64_t tiles) {
   const int resident = resident_blocks(kernel, kSpecializedThreads, kShared, "key_store_specialized_kernel");
   int64_t blocks = std::min<int64_t>((tiles + kSpecializedComputeWarps - 1) / kSpecializedComputeWarps, resident);
   if (args.max_blocks > 0) blocks = std::min<int64_t>(blocks, args.max_blocks);
-  key_store_specialized_kernel<kFormat, kLanes, Path>
-      <<<static_cast<unsigned>(blocks), kSpecializedThreads, kShared>>>(args);
+  kernel<<<static_cast<unsigned>(blocks), kSpecializedThreads, kShared>>>(args);
 }
 
 // Grid of the persistent kernel: as many blocks as fit on the current device at once (asked

@@ -2,8 +2,10 @@
 // Shared-memory barriers (mbarrier, sm_80+; the async-copy arrival and try_wait as used
 // here, sm_90) for warps that hand work to each other: a barrier completes a phase when
 // its expected arrivals have come, and a waiter names the phase by its parity. Arrivals
-// release and waits acquire at CTA scope (the PTX defaults), so what a warp wrote before
-// it arrived is visible to the warp that saw the phase complete.
+// release and waits acquire at CTA scope (the PTX defaults): what a thread accessed before
+// its own arrival is ordered before the waiter's accesses, and only that thread's (one
+// lane arriving after __syncwarp does not cover the others: H200 run 71's racecheck), so
+// every lane that wrote or read hands over with an arrival of its own.
 #pragma once
 
 #include <cuda_runtime.h>
