@@ -27,9 +27,7 @@ namespace {
 
 using namespace dsaf;
 
-constexpr int kSeqs = 16;
-constexpr int kSeqLen = 65536;
-constexpr int64_t kTokens = int64_t{kSeqs} * kSeqLen;  // 1,048,576
+constexpr int64_t kTokens = int64_t{1} << 20;  // 1,048,576: 16 sequences x 64K positions by default
 constexpr int kPage = 64;
 
 // ---- the unfused baseline: one stage per kernel, fp32 [T][128] in and out ---------------
@@ -168,17 +166,29 @@ int main(int argc, char** argv) {
                 prop.persistingL2CacheMaxSize, prop.l2CacheSize);
   }
 
-  // Inputs: 1M bf16 rows (Gaussian with outlier channels), 16 sequences x 64K positions.
+  // The batch's shape: kTokens / L sequences of L positions, L = DSAF_BENCH_SEQ_LEN (default
+  // 65,536: 16 long prefills). Every launch reads the RoPE table's L rows (256 bytes each,
+  // 16 MB at 64K; bytes the copy-bandwidth fraction does not count), so shorter sequences
+  // show how much of the fused kernel's time that table costs.
+  int seq_len = 65536;
+  if (const char* len = std::getenv("DSAF_BENCH_SEQ_LEN")) seq_len = std::atoi(len);
+  if (seq_len < kPage || seq_len > kTokens || (seq_len & (seq_len - 1)) != 0) {
+    std::fprintf(stderr, "DSAF_BENCH_SEQ_LEN must be a power of two from %d to %lld\n", kPage,
+                 static_cast<long long>(kTokens));
+    return 2;
+  }
+  const int64_t seqs = kTokens / seq_len;
+  // Inputs: 1M bf16 rows (Gaussian with outlier channels).
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<uint16_t> input(kTokens * 128);
   for (size_t i = 0; i < input.size(); ++i) input[i] = ref::encode_bf16(normal(rng) * (i % 37 == 3 ? 40.0f : 1.0f));
   std::vector<int32_t> positions(kTokens), seq(kTokens);
   for (int64_t t = 0; t < kTokens; ++t) {
-    seq[t] = static_cast<int32_t>(t / kSeqLen);
-    positions[t] = static_cast<int32_t>(t % kSeqLen);
+    seq[t] = static_cast<int32_t>(t / seq_len);
+    positions[t] = static_cast<int32_t>(t % seq_len);
   }
-  const int64_t pages_per_seq = kSeqLen / kPage, pages = kSeqs * pages_per_seq;
+  const int64_t pages_per_seq = seq_len / kPage, pages = seqs * pages_per_seq;
   std::vector<int32_t> tables(pages);
   std::iota(tables.begin(), tables.end(), 0);
   std::shuffle(tables.begin(), tables.end(), rng);
@@ -203,15 +213,16 @@ int main(int argc, char** argv) {
   BENCH_CHECK(cudaMalloc(&d_tmp1, kTokens * 128 * sizeof(float)));
 
   std::string json = "{\n  \"gpu\": \"" + std::string(prop.name) + "\",\n  \"tokens\": " +
-                     std::to_string(kTokens) + ",\n  \"copy_bandwidth_gbps\": " + std::to_string(copy_gbps) +
+                     std::to_string(kTokens) + ",\n  \"sequence_length\": " + std::to_string(seq_len) + ",\n  \"copy_bandwidth_gbps\": " + std::to_string(copy_gbps) +
                      ",\n  \"persisting_l2_bytes\": " + std::to_string(persisting_l2_bytes) +
                      ",\n  \"bytes_counted\": \"bf16 input read + cache bytes written + page table read\",\n  \"cases\": [";
   bool first = true;
   for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref", "dsv32-bf16"}) {
     if (argc == 3 && std::string(argv[2]) != name) continue;
     const ref::Recipe& recipe = ref::preset(name);
-    const ref::RopeTable rope(recipe.rope.table, kSeqLen);
-    std::vector<float> cos(rope.cos(0), rope.cos(0) + kSeqLen * 32), sin(rope.sin(0), rope.sin(0) + kSeqLen * 32);
+    const ref::RopeTable rope(recipe.rope.table, seq_len);
+    std::vector<float> cos(rope.cos(0), rope.cos(0) + int64_t{seq_len} * 32);
+    std::vector<float> sin(rope.sin(0), rope.sin(0) + int64_t{seq_len} * 32);
     float* d_cos = upload(cos);
     float* d_sin = upload(sin);
     const int token_bytes = dev::value_bytes(recipe.key_quant.format) + dev::scale_bytes(recipe.key_quant.format);
@@ -232,6 +243,9 @@ int main(int argc, char** argv) {
     a.cache = d_cache;
     a.page_size = kPage;
     a.recipe = dev::kernel_recipe(recipe);
+    // DSAF_BENCH_MAX_BLOCKS=N: the key kernel's grid capped at N blocks (fewer warps, fewer
+    // bytes in flight per SM: whether a kernel is latency- or bandwidth-bound).
+    if (const char* cap = std::getenv("DSAF_BENCH_MAX_BLOCKS")) a.max_blocks = std::atoi(cap);
     // Every lane-group width; the automatic one (fastest_key_lanes) is the headline number. Ten launches per
     // timing (bench::median_ms): at ~0.1 ms a kernel, one launch's host overhead is 5%.
     constexpr int kCallsPerTiming = 10;
@@ -287,7 +301,7 @@ int main(int argc, char** argv) {
       bench::DeviceArray<int32_t> order((kTokens + tile_tokens - 1) / tile_tokens);
       bench::DeviceArray<uint8_t> scratch(scratch_bytes);
       const float build_ms = bench::median_ms(
-          [&] { dev::build_key_tile_order(d_pos, kTokens, tile_tokens, kSeqLen, order.get(), scratch.get(), scratch_bytes); });
+          [&] { dev::build_key_tile_order(d_pos, kTokens, tile_tokens, seq_len, order.get(), scratch.get(), scratch_bytes); });
       dev::KeyStoreArgs ordered = a;
       ordered.tile_order = order.get();
       ordered.tile_order_tokens = tile_tokens;

@@ -28,6 +28,12 @@ if [ "$passed" -ne "$cells" ]; then
   echo "device property: $passed of $cells cells passed"
   status=1
 fi
-grep -E '^\[ .* \] device property|OK, passed|Falsifiable|FAILED|cases by page size' "$log"
+# Every cell drew both grids (full, and one block: a warp's later tiles).
+both=$(grep '^  cases by kernel:' "$log" | grep ':grid1: ' | grep -cE ' builtin:[0-9]: ')
+if [ "$both" -ne "$cells" ]; then
+  echo "device property: $both of $cells cells ran both a full grid and one block"
+  status=1
+fi
+grep -E '^\[ .* \] device property|OK, passed|Falsifiable|FAILED|cases by (page size|kernel)' "$log"
 echo "device property (scale $DSAF_PROPERTY_SCALE, every cell): exit $status"
 exit $status

@@ -89,6 +89,7 @@ TEST_P(DevicePropertyGpu, KeyCacheEqualsReference) {
   int64_t checked_tokens = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> cases_and_tokens;  // by recipe name
   std::map<int, int64_t> cases_by_page_size;
+  std::map<std::string, int64_t> cases_by_kernel;  // width and grid: the log shows both were drawn
   std::vector<std::string> presets;  // the quantising presets of this format
   for (const ref::Recipe& p : ref::presets()) {
     if (p.key_quant.format == cell.format && p.name != "exact") presets.push_back(p.name);
@@ -163,6 +164,7 @@ TEST_P(DevicePropertyGpu, KeyCacheEqualsReference) {
     tally.first += 1;
     tally.second += l.tokens();
     cases_by_page_size[l.page_size] += 1;
+    cases_by_kernel[kernel] += 1;
     if (!v.pass) {
       // The failing recipe as a file, and the verify command that runs it on its own cases.
       const std::string path = ::testing::TempDir() + "dsaf_failing_recipe_" + cell.name + ".json";
@@ -184,6 +186,9 @@ TEST_P(DevicePropertyGpu, KeyCacheEqualsReference) {
   std::string sizes;
   for (const auto& [size, n] : cases_by_page_size) sizes += " " + std::to_string(size) + ": " + std::to_string(n);
   std::printf("  cases by page size:%s\n", sizes.c_str());
+  std::string kernels;
+  for (const auto& [spec, n] : cases_by_kernel) kernels += " " + spec + ": " + std::to_string(n);
+  std::printf("  cases by kernel:%s\n", kernels.c_str());
   EXPECT_TRUE(ok);
 }
 
