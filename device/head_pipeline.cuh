@@ -225,11 +225,8 @@ __device__ __forceinline__ void rope_head(HeadPart<kLanes>& x, int part, ref::Ro
 template <int kLanes>
 __device__ __forceinline__ void hadamard_head(HeadPart<kLanes>& x, int part) {
   constexpr int kV = HeadGroup<kLanes>::kValues;
-#ifndef DSAF_ABLATE_HADAMARD_FIRST_STRIDE  // ablation (run 76): skip the in-lane stages below it
-#define DSAF_ABLATE_HADAMARD_FIRST_STRIDE 1
-#endif
 #pragma unroll
-  for (int stride = DSAF_ABLATE_HADAMARD_FIRST_STRIDE; stride < kV; stride *= 2) {
+  for (int stride = 1; stride < kV; stride *= 2) {
 #pragma unroll
     for (int i = 0; i < kV; ++i) {
       if (i & stride) continue;

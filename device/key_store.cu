@@ -511,14 +511,12 @@ key_store_kernel(const KeyStoreArgs args) {
     const int64_t page = t.page;
     __syncwarp();  // the input rows are read: the next tile's group may land
     const int next_rope_buffer = issue_group(i + 1, next_tile, tile_after_next, rope_buffer);
-#ifndef DSAF_ABLATE_TRANSFORM  // ablation (run 77): quantise the widened input as it is
     round_head_bf16<kLanes>(r.key_rounding.input, x);
 
     norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
     if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
     const float* rope_row = ring.rope[rope_buffer] + token_in_tile * Ring::kRopeStride;
     rope_and_rotate<kLanes>(x, part, r, r.key_rounding, rope_row, rope_row + 32);
-#endif
 
     const int offset = t.offset;
     constexpr int kValueBytes = value_bytes(kFormat), kScaleBytes = scale_bytes(kFormat);
