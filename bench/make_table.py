@@ -24,6 +24,7 @@ Usage: make_table.py --key-store A.json [B.json] --paged-logits C.json --topk D.
 Exit status: 0, or 2 for a missing or malformed input (named on stderr)."""
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -93,13 +94,35 @@ def cases(paths):
             yield path, copy, c
 
 
+# The key-store benchmark's default batch: 16 sequences of 64K positions (files before run 80
+# do not record it). Another shape (DSAF_BENCH_SEQ_LEN) is another case, named by its shape.
+DEFAULT_SEQUENCE_LENGTH = 65536
+
+
+@functools.lru_cache(maxsize=None)
+def batch_shape(path):
+    """"" for the default batch, else ", S x L positions" (a key-store file's sequence_length)."""
+    doc = load(path)
+    length = doc.get("sequence_length", DEFAULT_SEQUENCE_LENGTH)
+    if type(length) is not int or length <= 0:
+        raise InputError(f"{path}: sequence_length is not a positive integer")
+    if length == DEFAULT_SEQUENCE_LENGTH:
+        return ""
+    tokens = field(doc, "tokens", path)
+    name = f"{length // 1024}K" if length % 1024 == 0 else str(length)
+    return f", {tokens // length} x {name} positions"
+
+
 def key_store_rows(paths, torch):
     rows = []
     for path, copy, c in cases(paths):
         recipe = field(c, "recipe", path)
-        case = f"{recipe}, {field(c, 'store_bytes_per_token', path)} B/token"
+        shape = batch_shape(path)
+        case = f"{recipe}, {field(c, 'store_bytes_per_token', path)} B/token{shape}"
+        # The eager twin was timed on the default batch only.
+        eager = torch.get(TORCH_KEY_PATH.get(recipe, "")) if not shape else None
         rows.append(Row("key store", case, "fused key path (key_store.cu)", field(c, "fused_ms", path),
-                        field(c, "bytes", path), copy, torch.get(TORCH_KEY_PATH.get(recipe, "")),
+                        field(c, "bytes", path), copy, eager,
                         f"unfused 4-kernel pipeline {float(field(c, 'unfused_ms', path)):.3f} ms"))
         if "tile_order_ms" in c:  # the same batch with api.h's tile order (sequences share RoPE rows)
             rows.append(Row("key store", case, "fused key path, tile order (key_store.cu)",
@@ -114,8 +137,8 @@ def key_store_rows(paths, torch):
         if c.get("traffic_twin_no_rope_ms", 0) > 0:  # fp8 and bf16 stores (0: not measured)
             rows.append(Row("key store", case, "traffic twin: these bytes, no arithmetic (key_store_bench.cu)",
                             field(c, "traffic_twin_no_rope_ms", path), field(c, "bytes", path), copy, None,
-                            "reads the rows and page entries and writes the cache rows, computes nothing: "
-                            "the fastest a kernel moving the counted bytes this way has run"))
+                            "reads the rows and page entries and writes the cache rows, computes nothing "
+                            "(the faster of 4 and 16 threads a token; batch order; no RoPE table)"))
     return rows
 
 

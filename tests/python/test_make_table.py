@@ -123,15 +123,35 @@ def test_traffic_twins_get_a_row_where_measured():
                   "traffic twin: these bytes, no arithmetic (key_store_bench.cu)", "traffic_twin_no_rope_ms", 3)
 
 
+def test_another_batch_shape_is_another_case():
+    # Run 80 timed 16 x 64K (the default: plain labels) and 256 x 4K positions: the same recipe
+    # gets one row per shape, and only the default shape carries the eager time (measured there).
+    r80 = [os.path.join(RESULTS, "2026-12-01-NVIDIA-H200-run80-" + f) for f in
+           ("seq65536-sglang-v4-fp8.json", "seq4096-sglang-v4-fp8.json")]
+    eager = os.path.join(RESULTS, "2026-12-01-NVIDIA-H200-run66-torch_key_path.json")
+    r = run(["--key-store"] + r80 + ["--torch-key-path", eager])
+    assert r.returncode == 0, r.stderr
+    rows = table_rows(r.stdout)
+    kernel = "fused key path, tile order + hand-out (key_store.cu)"
+    for path in r80:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        (c,) = doc["cases"]
+        shape = "" if doc["sequence_length"] == 65536 else ", 256 x 4K positions"
+        row = rows[("key store", "sglang-v4-fp8, 132 B/token" + shape, kernel)]
+        assert float(row[3]) == round(c["tile_order_hand_out_ms"], 4), (row, c)
+        fused = rows[("key store", "sglang-v4-fp8, 132 B/token" + shape, "fused key path (key_store.cu)")]
+        assert (fused[6] == "-") == bool(shape), fused
+    assert len(rows) == 2 * 4
+
+
 def test_missing_input_is_a_usage_error():
     r = run(["--topk", os.path.join(RESULTS, "no-such-file.json")])
     assert r.returncode == 2 and "no-such-file.json" in r.stderr, (r.returncode, r.stderr)
 
 
 if __name__ == "__main__":
-    test_every_kernel_case_has_one_row()
-    test_tile_order_cases_get_their_own_row()
-    test_hand_out_cases_get_a_third_row()
-    test_traffic_twins_get_a_row_where_measured()
-    test_missing_input_is_a_usage_error()
-    print("5 passed, 0 failed")
+    tests = [f for name, f in sorted(globals().items()) if name.startswith("test_") and callable(f)]
+    for test in tests:
+        test()
+    print(f"{len(tests)} passed, 0 failed")
