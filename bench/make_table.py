@@ -101,16 +101,17 @@ DEFAULT_SEQUENCE_LENGTH = 65536
 
 @functools.lru_cache(maxsize=None)
 def batch_shape(path):
-    """"" for the default batch, else ", S x L positions" (a key-store file's sequence_length)."""
+    """"" for the default batch (16 x 64K positions, shuffled pages), else what differs."""
     doc = load(path)
     length = doc.get("sequence_length", DEFAULT_SEQUENCE_LENGTH)
     if type(length) is not int or length <= 0:
         raise InputError(f"{path}: sequence_length is not a positive integer")
+    pages = "" if doc.get("pages", "shuffled") == "shuffled" else f", {doc['pages']} pages"
     if length == DEFAULT_SEQUENCE_LENGTH:
-        return ""
+        return pages
     tokens = field(doc, "tokens", path)
     name = f"{length // 1024}K" if length % 1024 == 0 else str(length)
-    return f", {tokens // length} x {name} positions"
+    return f", {tokens // length} x {name} positions{pages}"
 
 
 def key_store_rows(paths, torch):
