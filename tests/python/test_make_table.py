@@ -143,6 +143,11 @@ def test_another_batch_shape_is_another_case():
         fused = rows[("key store", "sglang-v4-fp8, 132 B/token" + shape, "fused key path (key_store.cu)")]
         assert (fused[6] == "-") == bool(shape), fused
     assert len(rows) == 2 * 4
+    # Run 81's sequential cache pages (DSAF_BENCH_PAGES) are named too; its shuffled file is the default.
+    r81 = [os.path.join(RESULTS, "2026-12-01-NVIDIA-H200-run81-pages-" + f) for f in
+           ("shuffled-sglang-v4-fp8.json", "sequential-sglang-v4-fp8.json")]
+    rows = table_rows(run(["--key-store"] + r81).stdout)
+    assert {key[1] for key in rows} == {"sglang-v4-fp8, 132 B/token", "sglang-v4-fp8, 132 B/token, sequential pages"}
 
 
 def test_missing_input_is_a_usage_error():
