@@ -120,7 +120,7 @@ def key_store_rows(paths, torch):
         recipe = field(c, "recipe", path)
         shape = batch_shape(path)
         case = f"{recipe}, {field(c, 'store_bytes_per_token', path)} B/token{shape}"
-        # The eager twin was timed on the default batch only.
+        # The eager pipeline was timed on the default batch only.
         eager = torch.get(TORCH_KEY_PATH.get(recipe, "")) if not shape else None
         rows.append(Row("key store", case, "fused key path (key_store.cu)", field(c, "fused_ms", path),
                         field(c, "bytes", path), copy, eager,

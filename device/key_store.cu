@@ -55,8 +55,9 @@
 // against 0.130 ms), skipping norm, RoPE and Hadamard 5% (0.1245 ms). With its arithmetic the
 // warps set the pace (half the warps: 1.7x the time); without it the kernel is bandwidth-bound
 // (half the warps: 2.5% slower) at 77% of copy, its DRAM as busy as the bytes-only twin's (ncu:
-// 71.5% against 72.7% of peak) but moving 4.6% more bytes: the 16 MB RoPE table of 64K
-// positions, read from DRAM again by every launch (bytes the copy fraction does not count).
+// 71.5% against 72.7% of peak) but moving 4.6% more bytes, about the 16 MB RoPE table of 64K
+// positions (ncu's count for one launch of the timed loop, under its replay; bytes the copy
+// fraction does not count).
 // Cutting instructions can buy at most those 5%; 80% of copy (0.1205 ms) lies below this
 // kernel's floor at 64K positions. With 4K positions (a 1 MB table) fp8 takes 0.128 ms.
 #include <cuda_runtime.h>
