@@ -153,6 +153,35 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s OUT.json [RECIPE]\n", argv[0]);
     return 2;
   }
+  // Knobs, checked before the GPU is touched. The batch's shape: kTokens / L sequences of L
+  // positions, L = DSAF_BENCH_SEQ_LEN (default 65,536: 16 long prefills). Every launch reads
+  // the RoPE table's L rows (256 bytes each, 16 MB at 64K; bytes the copy-bandwidth fraction
+  // does not count), so shorter sequences show how much of the fused kernel's time it costs.
+  int seq_len = 65536;
+  if (const char* len = std::getenv("DSAF_BENCH_SEQ_LEN")) seq_len = std::atoi(len);
+  if (seq_len < kPage || seq_len > kTokens || (seq_len & (seq_len - 1)) != 0) {
+    std::fprintf(stderr, "DSAF_BENCH_SEQ_LEN must be a power of two from %d to %lld\n", kPage,
+                 static_cast<long long>(kTokens));
+    return 2;
+  }
+  // DSAF_BENCH_PAGES=sequential: the batch's pages are the cache's pages in order (a cache
+  // written front to back) instead of shuffled, as an allocator leaves them (the default):
+  // what scattered page writes cost the memory system. The other inputs stay the same.
+  const std::string page_order = std::getenv("DSAF_BENCH_PAGES") ? std::getenv("DSAF_BENCH_PAGES") : "shuffled";
+  if (page_order != "shuffled" && page_order != "sequential") {
+    std::fprintf(stderr, "DSAF_BENCH_PAGES must be shuffled or sequential, not '%s'\n", page_order.c_str());
+    return 2;
+  }
+  // DSAF_BENCH_MAX_BLOCKS=N: the key kernel's grid capped at N blocks (fewer warps, fewer
+  // bytes in flight per SM: whether a kernel is latency- or bandwidth-bound).
+  int max_blocks = 0;
+  if (const char* cap = std::getenv("DSAF_BENCH_MAX_BLOCKS")) {
+    max_blocks = std::atoi(cap);
+    if (max_blocks < 1) {
+      std::fprintf(stderr, "DSAF_BENCH_MAX_BLOCKS must be a positive block count, not '%s'\n", cap);
+      return 2;
+    }
+  }
   cudaDeviceProp prop{};
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
 
@@ -168,17 +197,6 @@ int main(int argc, char** argv) {
                 prop.persistingL2CacheMaxSize, prop.l2CacheSize);
   }
 
-  // The batch's shape: kTokens / L sequences of L positions, L = DSAF_BENCH_SEQ_LEN (default
-  // 65,536: 16 long prefills). Every launch reads the RoPE table's L rows (256 bytes each,
-  // 16 MB at 64K; bytes the copy-bandwidth fraction does not count), so shorter sequences
-  // show how much of the fused kernel's time that table costs.
-  int seq_len = 65536;
-  if (const char* len = std::getenv("DSAF_BENCH_SEQ_LEN")) seq_len = std::atoi(len);
-  if (seq_len < kPage || seq_len > kTokens || (seq_len & (seq_len - 1)) != 0) {
-    std::fprintf(stderr, "DSAF_BENCH_SEQ_LEN must be a power of two from %d to %lld\n", kPage,
-                 static_cast<long long>(kTokens));
-    return 2;
-  }
   const int64_t seqs = kTokens / seq_len;
   // Inputs: 1M bf16 rows (Gaussian with outlier channels).
   std::mt19937 rng(1);
@@ -194,12 +212,7 @@ int main(int argc, char** argv) {
   std::vector<int32_t> tables(pages);
   std::iota(tables.begin(), tables.end(), 0);
   std::shuffle(tables.begin(), tables.end(), rng);
-  // DSAF_BENCH_PAGES=sequential: the batch's pages are the cache's pages in order (a cache
-  // written front to back) instead of shuffled, as an allocator leaves them (the default):
-  // what scattered page writes cost the memory system. The other inputs stay the same.
-  const char* pages_env = std::getenv("DSAF_BENCH_PAGES");
-  const bool sequential_pages = pages_env != nullptr && std::string(pages_env) == "sequential";
-  if (sequential_pages) std::iota(tables.begin(), tables.end(), 0);
+  if (page_order == "sequential") std::iota(tables.begin(), tables.end(), 0);
   std::vector<float> weight(128), bias(128);
   for (int i = 0; i < 128; ++i) weight[i] = 1.0f + 0.1f * normal(rng), bias[i] = 0.1f * normal(rng);
 
@@ -221,7 +234,8 @@ int main(int argc, char** argv) {
   BENCH_CHECK(cudaMalloc(&d_tmp1, kTokens * 128 * sizeof(float)));
 
   std::string json = "{\n  \"gpu\": \"" + std::string(prop.name) + "\",\n  \"tokens\": " +
-                     std::to_string(kTokens) + ",\n  \"sequence_length\": " + std::to_string(seq_len) + ",\n  \"pages\": \"" + (sequential_pages ? "sequential" : "shuffled") + "\"" + ",\n  \"copy_bandwidth_gbps\": " + std::to_string(copy_gbps) +
+                     std::to_string(kTokens) + ",\n  \"sequence_length\": " + std::to_string(seq_len) +
+                     ",\n  \"pages\": \"" + page_order + "\",\n  \"copy_bandwidth_gbps\": " + std::to_string(copy_gbps) +
                      ",\n  \"persisting_l2_bytes\": " + std::to_string(persisting_l2_bytes) +
                      ",\n  \"bytes_counted\": \"bf16 input read + cache bytes written + page table read\",\n  \"cases\": [";
   bool first = true;
@@ -251,9 +265,7 @@ int main(int argc, char** argv) {
     a.cache = d_cache;
     a.page_size = kPage;
     a.recipe = dev::kernel_recipe(recipe);
-    // DSAF_BENCH_MAX_BLOCKS=N: the key kernel's grid capped at N blocks (fewer warps, fewer
-    // bytes in flight per SM: whether a kernel is latency- or bandwidth-bound).
-    if (const char* cap = std::getenv("DSAF_BENCH_MAX_BLOCKS")) a.max_blocks = std::atoi(cap);
+    a.max_blocks = max_blocks;
     // Every lane-group width; the automatic one (fastest_key_lanes) is the headline number. Ten launches per
     // timing (bench::median_ms): at ~0.1 ms a kernel, one launch's host overhead is 5%.
     constexpr int kCallsPerTiming = 10;
