@@ -51,14 +51,14 @@
 // key_store_specialized_kernel instead: the same tile, its copies and copy-out done by a
 // producer warp beside each compute warp (below; run 71).
 // What bounds fp8 at 1 lane (runs 76-80; the ablation switches are in git history): skipping
-// the in-lane Hadamard stages (896 of ~2,770 instructions a tile) made it 2-3% faster (0.127
-// against 0.130 ms), skipping norm, RoPE and Hadamard 5% (0.1245 ms). With its arithmetic the
+// the in-lane Hadamard stages (896 of ~2,440 warp instructions a tile) made it 2-3% faster
+// (0.127 against 0.130 ms), skipping norm, RoPE and Hadamard 5% (0.1245 ms). With its arithmetic the
 // warps set the pace (half the warps: 1.7x the time); without it the kernel is bandwidth-bound
-// (half the warps: 2.5% slower) at 77% of copy, its DRAM as busy as the bytes-only twin's (ncu:
+// (half the warps: 2-3% slower) at 77% of copy, its DRAM as busy as the bytes-only twin's (ncu:
 // 71.5% against 72.7% of peak) but moving 4.6% more bytes, about the 16 MB RoPE table of 64K
 // positions (ncu's count for one launch of the timed loop, under its replay; bytes the copy
 // fraction does not count).
-// Cutting instructions can buy at most those 5%; 80% of copy (0.1205 ms) lies below this
+// Cutting instructions can buy at most those 5%; 80% of copy (0.1204 ms) lies below this
 // kernel's floor at 64K positions. With 4K positions (a 1 MB table) fp8 takes 0.128 ms.
 #include <cuda_runtime.h>
 
