@@ -101,7 +101,8 @@ DEFAULT_SEQUENCE_LENGTH = 65536
 
 @functools.lru_cache(maxsize=None)
 def batch_shape(path):
-    """"" for the default batch (16 x 64K positions, shuffled pages), else what differs."""
+    """The case name's suffix: empty for the default batch (16 x 64K positions, shuffled
+    pages), else what differs from it."""
     doc = load(path)
     length = doc.get("sequence_length", DEFAULT_SEQUENCE_LENGTH)
     if type(length) is not int or length <= 0:
