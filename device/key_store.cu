@@ -258,6 +258,29 @@ __device__ __forceinline__ bool same_positions(const KeyRing<kLanes>& ring, int 
   return __all_sync(kFullMask, same);
 }
 
+// The copies of tile i's group (`tile`, -1 if none; `next_tile` is tile i + 1): its input
+// rows (tile 0's went with its positions), its page-table entries, its RoPE rows, and the
+// positions of tile i + 1. The RoPE rows go to the buffer tile i - 1 did not use
+// (`previous_buffer` is the one it did), unless tile i has tile i - 1's positions: then it
+// keeps them. Returns the buffer that holds tile i's RoPE rows. The caller completes the
+// group (a commit group, or an mbarrier arrival).
+template <int kLanes>
+__device__ __forceinline__ int issue_tile_copies(const KeyStoreArgs& args, KeyRing<kLanes>& ring, int i, int64_t tile,
+                                                 int64_t next_tile, int previous_buffer, int lane) {
+  int buffer = 1 - previous_buffer;
+  if (tile >= 0) {
+    if (i > 0) issue_input_rows<kLanes>(args, tile, ring, lane);
+    issue_page_entries<kLanes>(args, ring, i % 3, lane);
+    if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
+      buffer = previous_buffer;
+    } else {
+      issue_rope_rows<kLanes>(args, ring, i % 3, buffer, lane);
+    }
+  }
+  if (next_tile >= 0) issue_positions<kLanes>(args, next_tile, ring, (i + 1) % 3, lane);
+  return buffer;
+}
+
 // The tiles one warp computes, in order (api.h KeyStoreArgs::tile_order): batch order,
 // tiles g, g + W, g + 2W, ... for warp g of W, so that the grid sweeps the batch front to
 // back; or a contiguous run of the tile order, so that tiles the order put side by side
@@ -458,22 +481,10 @@ key_store_kernel(const KeyStoreArgs args) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   TileWalk walk = TileWalk::of(args, tiles, static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp, warps);
 
-  // The group of tile i (`t`, -1 if none; `t_next` is tile i + 1): its input rows, its
-  // page-table entries, its RoPE rows, and the positions of tile i + 1. The RoPE rows go
-  // to the buffer tile i - 1 did not use, unless tile i has tile i - 1's positions: then
-  // it keeps them. Returns the buffer that holds tile i's rows.
+  // The group of tile i (issue_tile_copies) as one commit group; returns the buffer that
+  // holds tile i's RoPE rows.
   const auto issue_group = [&](int i, int64_t t, int64_t t_next, int previous_buffer) {
-    int buffer = 1 - previous_buffer;
-    if (t >= 0) {
-      if (i > 0) issue_input_rows<kLanes>(args, t, ring, lane);  // tile 0's: with its positions
-      issue_page_entries<kLanes>(args, ring, i % 3, lane);
-      if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
-        buffer = previous_buffer;
-      } else {
-        issue_rope_rows<kLanes>(args, ring, i % 3, buffer, lane);
-      }
-    }
-    if (t_next >= 0) issue_positions<kLanes>(args, t_next, ring, (i + 1) % 3, lane);
+    const int buffer = issue_tile_copies<kLanes>(args, ring, i, t, t_next, previous_buffer, lane);
     commit_async();
     return buffer;
   };
@@ -628,17 +639,8 @@ __device__ void produce_key_tiles(const KeyStoreArgs& args, KeyRing<kLanes>& rin
       barrier_wait(&h.landed, (i - 1) & 1);     // tile i's positions (acquired here, too)
       barrier_wait(&h.rows_read, (i - 1) & 1);  // the input-row buffer is free
     }
-    int buffer = 1 - rope_buffer;  // tile i's RoPE rows
-    if (tile >= 0) {
-      if (i > 0) issue_input_rows<kLanes>(args, tile, ring, lane);
-      issue_page_entries<kLanes>(args, ring, i % 3, lane);
-      if (i > 0 && same_positions<kLanes>(ring, i % 3, (i - 1) % 3, lane)) {
-        buffer = rope_buffer;
-      } else {
-        issue_rope_rows<kLanes>(args, ring, i % 3, buffer, lane);
-      }
-    }
-    if (next_tile >= 0) issue_positions<kLanes>(args, next_tile, ring, (i + 1) % 3, lane);
+    // tile i's group; `buffer` holds its RoPE rows
+    const int buffer = issue_tile_copies<kLanes>(args, ring, i, tile, next_tile, rope_buffer, lane);
     if (lane == 0) h.tiles[i % 2][0] = tile, h.tiles[i % 2][1] = next_tile;
     barrier_arrive_after_copies(&h.landed);
     __syncwarp();
