@@ -50,16 +50,16 @@
 // the staging is what lets those few warps keep HBM busy. The dsv32 paths at 1 lane run
 // key_store_specialized_kernel instead: the same tile, its copies and copy-out done by a
 // producer warp beside each compute warp (below; run 71).
-// What bounds fp8 at 1 lane (runs 76-80; the ablation switches are in git history): skipping
-// the in-lane Hadamard stages (896 of ~2,440 warp instructions a tile) made it 2-3% faster
-// (0.127 against 0.130 ms), skipping norm, RoPE and Hadamard 5% (0.1245 ms). With its arithmetic the
-// warps set the pace (half the warps: 1.7x the time); without it the kernel is bandwidth-bound
-// (half the warps: 2-3% slower) at 77% of copy, its DRAM as busy as the bytes-only twin's (ncu:
-// 71.5% against 72.7% of peak) but moving 4.6% more bytes, about the 16 MB RoPE table of 64K
-// positions (ncu's count for one launch of the timed loop, under its replay; bytes the copy
-// fraction does not count).
-// Cutting instructions can buy at most those 5%; 80% of copy (0.1204 ms) lies below this
-// kernel's floor at 64K positions. With 4K positions (a 1 MB table) fp8 takes 0.128 ms.
+// What bounds fp8 (runs 76-83; the ablation switches are in git history): skipping the
+// in-lane Hadamard stages (896 of ~2,440 warp instructions a tile) made 1 lane 2-3% faster.
+// Skipping norm, RoPE and Hadamard (the quantisation kept) gives the kernel's floor, what
+// its memory traffic takes: 256 x 4K positions 0.121 ms at 1 lane (79% of copy), 0.116 at 2
+// (82%; 81% with 8 warps an SM, so not its warp count); 16 x 64K 0.124 / 0.121 (77% / 79%),
+// the 16 MB RoPE table then read from DRAM on every launch (ncu: 290 against 271 MB). With
+// the arithmetic, 1 lane 0.128-0.130 ms (5-7% over its floor; the warps set the pace: half
+// of them take 1.7x), 2 lanes 0.144 (24% over: the Hadamard's last stage is 64 shuffles a
+// lane, RoPE runs in half the lanes). 80% of copy (~0.120 ms) would need the 2-lane floor
+// with at most ~3% of arithmetic on top; at 64K positions no width's floor reaches it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
