@@ -4,7 +4,8 @@
 // Bytes counted: bf16 input read + cache bytes written + page table read. Beside them, for
 // fp8 and bf16 stores, the traffic twins: the same bytes moved with no arithmetic, the
 // fraction of copy a data mover reaches with and without the RoPE table rows (below).
-// Usage: key_store_bench OUT.json [RECIPE]   (one recipe only, e.g. for a profiler)
+// Usage: key_store_bench OUT.json [RECIPE]   (one preset that quantises: a default case or
+// any other, e.g. for a profiler)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,7 +21,9 @@
 #include "bench/gpu_timing.h"
 #include "device/api.h"
 #include "device/head_pipeline.cuh"
+#include "reference/error.h"
 #include "reference/numeric/minifloat.h"
+#include "reference/recipe.h"
 #include "reference/rope.h"
 
 namespace {
@@ -153,7 +156,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s OUT.json [RECIPE]\n", argv[0]);
     return 2;
   }
-  // Knobs, checked before the GPU is touched. The batch's shape: kTokens / L sequences of L
+  // The recipe and the knobs, checked before the GPU is touched.
+  std::vector<std::string> names = {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref", "dsv32-bf16"};
+  if (argc == 3) {
+    try {
+      if (dev::value_bytes(ref::preset(argv[2]).key_quant.format) == 0) {
+        std::fprintf(stderr, "%s stores no key cache: name a preset that quantises\n", argv[2]);
+        return 2;
+      }
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 2;
+    }
+    names = {argv[2]};
+  }
+  // The batch's shape: kTokens / L sequences of L
   // positions, L = DSAF_BENCH_SEQ_LEN (default 65,536: 16 long prefills). Every launch reads
   // the RoPE table's L rows (256 bytes each, 16 MB at 64K; bytes the copy-bandwidth fraction
   // does not count), so shorter sequences show how much of the fused kernel's time it costs.
@@ -239,8 +256,7 @@ int main(int argc, char** argv) {
                      ",\n  \"persisting_l2_bytes\": " + std::to_string(persisting_l2_bytes) +
                      ",\n  \"bytes_counted\": \"bf16 input read + cache bytes written + page table read\",\n  \"cases\": [";
   bool first = true;
-  for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref", "dsv32-bf16"}) {
-    if (argc == 3 && std::string(argv[2]) != name) continue;
+  for (const std::string& name : names) {
     const ref::Recipe& recipe = ref::preset(name);
     const ref::RopeTable rope(recipe.rope.table, seq_len);
     std::vector<float> cos(rope.cos(0), rope.cos(0) + int64_t{seq_len} * 32);
@@ -311,7 +327,7 @@ int main(int argc, char** argv) {
       std::sort(single.begin(), single.end());
       std::printf("%-16s launch probe, %d lanes: host enqueue %.1f us/launch, wall %.1f us/launch, one launch between "
                   "events %.1f us (median of 21), 10-call median %.1f us/launch\n",
-                  name, lanes, us(t1 - t0) / 10, us(t2 - t0) / 10, 1e3 * single[10],
+                  name.c_str(), lanes, us(t1 - t0) / 10, us(t2 - t0) / 10, 1e3 * single[10],
                   1e3 * bench::median_ms([&] { dev::launch_key_store(a, lanes); }, 21, kCallsPerTiming));
     }
     for (int lanes : {1, 2, 4, 8}) {
@@ -327,7 +343,7 @@ int main(int argc, char** argv) {
       ordered.tile_order_tokens = tile_tokens;
       const std::vector<uint8_t> batch_order_cache = cache_after(a, lanes);  // launched first (tile_order_profile.sh)
       if (batch_order_cache != cache_after(ordered, lanes)) {
-        std::fprintf(stderr, "%s, %d lanes: the tile order changed cache bytes\n", name, lanes);
+        std::fprintf(stderr, "%s, %d lanes: the tile order changed cache bytes\n", name.c_str(), lanes);
         return 2;
       }
       const float ordered_ms = bench::median_ms([&] { dev::launch_key_store(ordered, lanes); }, 21, kCallsPerTiming);
@@ -337,7 +353,7 @@ int main(int argc, char** argv) {
       dev::KeyStoreArgs handed = ordered;
       handed.tile_counters = counters.get();
       if (batch_order_cache != cache_after(handed, lanes)) {
-        std::fprintf(stderr, "%s, %d lanes: the hand-out changed cache bytes\n", name, lanes);
+        std::fprintf(stderr, "%s, %d lanes: the hand-out changed cache bytes\n", name.c_str(), lanes);
         return 2;
       }
       const float handed_ms = bench::median_ms([&] { dev::launch_key_store(handed, lanes); }, 21, kCallsPerTiming);
@@ -351,7 +367,7 @@ int main(int argc, char** argv) {
           const float swept_ms = bench::median_ms([&] { dev::launch_key_store(swept, lanes); }, 21, kCallsPerTiming);
           sweep += (sweep.empty() ? "" : ", ") + std::to_string(per_warp) + ": " + std::to_string(swept_ms);
         }
-        std::printf("%-16s lanes/head %2d, hand-out tiles per warp: %s ms\n", name, lanes, sweep.c_str());
+        std::printf("%-16s lanes/head %2d, hand-out tiles per warp: %s ms\n", name.c_str(), lanes, sweep.c_str());
       }
       const auto entry = [&](float v) { return std::string("\"") + std::to_string(lanes) + "\": " + std::to_string(v); };
       widths += (widths.empty() ? "" : ", ") + entry(ms);
@@ -359,18 +375,25 @@ int main(int argc, char** argv) {
       hand_out_widths += (hand_out_widths.empty() ? "" : ", ") + entry(handed_ms);
       std::printf("%-16s lanes/head %2d: %.4f ms, tile order %.4f ms, with hand-out %.4f ms (order built in %.4f ms; "
                   "cache identical)\n",
-                  name, lanes, ms, ordered_ms, handed_ms, build_ms);
+                  name.c_str(), lanes, ms, ordered_ms, handed_ms, build_ms);
     }
     const unsigned blocks = static_cast<unsigned>(kTokens / kTokensPerBlock);
     const std::string path = dev::key_store_path(a.recipe);
     const float unfused_ms = bench::median_ms([&] {
       stage_kernel<Stage::kNorm><<<blocks, 256>>>(a, nullptr, d_tmp0);
       stage_kernel<Stage::kRope><<<blocks, 256>>>(a, d_tmp0, d_tmp1);
-      stage_kernel<Stage::kHadamard><<<blocks, 256>>>(a, d_tmp1, d_tmp0);
+      const float* rotated = d_tmp1;  // a recipe without the Hadamard has no third stage
+      if (recipe.hadamard) {
+        stage_kernel<Stage::kHadamard><<<blocks, 256>>>(a, d_tmp1, d_tmp0);
+        rotated = d_tmp0;
+      }
       switch (recipe.key_quant.format) {
-        case ref::StorageFormat::kFp8E4m3fn: store_kernel<ref::StorageFormat::kFp8E4m3fn><<<blocks, 256>>>(a, d_tmp0); break;
-        case ref::StorageFormat::kBf16: store_kernel<ref::StorageFormat::kBf16><<<blocks, 256>>>(a, d_tmp0); break;
-        default: store_kernel<ref::StorageFormat::kFp4E2m1><<<blocks, 256>>>(a, d_tmp0); break;
+        case ref::StorageFormat::kFp8E4m3fn: store_kernel<ref::StorageFormat::kFp8E4m3fn><<<blocks, 256>>>(a, rotated); break;
+        case ref::StorageFormat::kBf16: store_kernel<ref::StorageFormat::kBf16><<<blocks, 256>>>(a, rotated); break;
+        case ref::StorageFormat::kFp4SimulatedBf16:
+          store_kernel<ref::StorageFormat::kFp4SimulatedBf16><<<blocks, 256>>>(a, rotated);
+          break;
+        default: store_kernel<ref::StorageFormat::kFp4E2m1><<<blocks, 256>>>(a, rotated); break;
       }
     }, 21, kCallsPerTiming);
     BENCH_CHECK(cudaGetLastError());
@@ -390,7 +413,7 @@ int main(int argc, char** argv) {
           }
         }, 21, kCallsPerTiming);
         BENCH_CHECK(cudaGetLastError());
-        std::printf("%-16s traffic twin, %2d threads a token, %s RoPE rows: %.4f ms (%.0f%% of copy)\n", name, kThreads,
+        std::printf("%-16s traffic twin, %2d threads a token, %s RoPE rows: %.4f ms (%.0f%% of copy)\n", name.c_str(), kThreads,
                     rope_rows ? "with   " : "without", ms, 100 * bytes / (ms * 1e-3) / 1e9 / copy_gbps);
         return ms;
       };
@@ -412,17 +435,17 @@ int main(int argc, char** argv) {
                   "\"tile_order_ms_by_lanes_per_head\": {%s}, \"tile_order_hand_out_ms\": %.4f, "
                   "\"tile_order_hand_out_fraction_of_copy\": %.3f, \"tile_order_hand_out_ms_by_lanes_per_head\": {%s}, "
                   "\"hand_out_tiles_per_warp\": %d}",
-                  first ? "" : ",", name, token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
+                  first ? "" : ",", name.c_str(), token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
                   unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe), path.c_str(), widths.c_str(), twin_ms,
                   copy_fraction(twin_ms), twin_no_rope_ms, copy_fraction(twin_no_rope_ms), tile_order_ms,
                   copy_fraction(tile_order_ms), order_build_ms, ordered_widths.c_str(), hand_out_ms,
                   copy_fraction(hand_out_ms), hand_out_widths.c_str(), dev::KeyStoreArgs{}.hand_out_tiles_per_warp);
     json += row;
     first = false;
-    std::printf("%-16s kernel path: %s\n", name, path.c_str());
-    std::printf("%-16s %3d B/token  fused %.3f ms (%.0f GB/s, %.0f%% of copy)  unfused %.3f ms (%.1fx)\n", name,
+    std::printf("%-16s kernel path: %s\n", name.c_str(), path.c_str());
+    std::printf("%-16s %3d B/token  fused %.3f ms (%.0f GB/s, %.0f%% of copy)  unfused %.3f ms (%.1fx)\n", name.c_str(),
                 token_bytes, fused_ms, gbps, 100 * gbps / copy_gbps, unfused_ms, unfused_ms / fused_ms);
-    std::printf("%-16s tile order: fused %.3f ms (%.0f%% of copy), with hand-out %.3f ms (%.0f%% of copy)\n", name,
+    std::printf("%-16s tile order: fused %.3f ms (%.0f%% of copy), with hand-out %.3f ms (%.0f%% of copy)\n", name.c_str(),
                 tile_order_ms, 100 * copy_fraction(tile_order_ms), hand_out_ms, 100 * copy_fraction(hand_out_ms));
     BENCH_CHECK(cudaFree(d_cache));
     BENCH_CHECK(cudaFree(d_cos));

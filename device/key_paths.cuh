@@ -45,6 +45,57 @@ struct RuntimeKeyPath {
   static constexpr const char* kName = "generic";
 };
 
+// The key-path fields the presets of one model share (reference/recipe.cc v32_model and
+// v4_model; NormSpec's defaults): sequential sums, the correctly rounded rsqrt, no
+// contractions, no roundings, no Hadamard; V3.2 LayerNorm with NeoX RoPE on the leading
+// 64 dims, V4 RMSNorm with interleaved RoPE on the trailing 64 dims. A path sets the rest.
+constexpr KernelRecipe model_key_fields(ref::NormKind norm, ref::RopePairing pairing, ref::RopePlacement placement,
+                                        ref::StorageFormat format) {
+  KernelRecipe r{};
+  r.key_rounding = {false, false, false, false};
+  r.key_norm.kind = norm;
+  r.key_norm.order = ref::ReductionOrder::kSequential;
+  r.key_norm.fma_contraction = false;
+  r.key_norm.rsqrt = ref::RsqrtKind::kCorrectlyRounded;
+  r.rope_pairing = pairing;
+  r.rope_placement = placement;
+  r.rope_fma = ref::ContractedProduct::kNone;
+  r.hadamard = false;
+  r.key_quant.format = format;
+  r.key_quant.block = 128;
+  r.key_quant.saturation = ref::Saturation::kSatFinite;
+  r.key_quant.fp4_rounding = ref::Rounding::kNearestEven;
+  return r;
+}
+constexpr KernelRecipe v32_key_fields(ref::StorageFormat format) {
+  return model_key_fields(ref::NormKind::kLayerNorm, ref::RopePairing::kNeox, ref::RopePlacement::kLeading, format);
+}
+constexpr KernelRecipe v4_key_fields(ref::StorageFormat format) {
+  return model_key_fields(ref::NormKind::kRmsNorm, ref::RopePairing::kInterleaved, ref::RopePlacement::kTrailing,
+                          format);
+}
+
+// A quantising path's scale rule: how the raw scale is made (divide by qmax, or times its
+// reciprocal), rounded to a power of two (or not), and applied to the values.
+constexpr KernelRecipe with_scale_rule(KernelRecipe r, ref::ScaleDivisor divisor, ref::ScalePow2 pow2,
+                                       ref::ScaleApply apply) {
+  r.key_quant.divisor = divisor;
+  r.key_quant.pow2 = pow2;
+  r.key_quant.apply = apply;
+  return r;
+}
+
+// Paths whose norm sums sequentially (the V3.2 presets, dsv4-ref). Their fastest width is
+// 1 lane: in a wider group each lane's part of the chain runs while the others idle. At 1
+// lane their tiles run on compute warps fed by producer warps (key_store.cu; H200 run 71:
+// dsv32-bf16 0.212 against 0.239 ms, dsv32-ref 0.227 against 0.234; run 84 measured the
+// others at 1 lane with producer warps only, the fastest of the four widths there).
+struct SequentialNormPath {
+  static constexpr bool kPinned = true;
+  static constexpr int kFastestLanes = 1;
+  static constexpr bool kProducerWarps = true;
+};
+
 // The SGLang V4 indexer kernel's key path (presets sglang-v4-fp8/-bf16/-fp4): fp32
 // throughout, RMSNorm with warp-tree sums of fma(x, x, s) and the sm_90 rsqrtf, RoPE on
 // interleaved pairs of the trailing 64 dims with the first product fused, Hadamard; fp8
@@ -61,18 +112,12 @@ struct SglangV4KeyPath {
   // At 1 lane, producer warps cost more than they give (H200 run 71: fp8 0.136 against 0.131 ms).
   static constexpr bool kProducerWarps = false;
   static constexpr KernelRecipe recipe() {
-    KernelRecipe r{};
-    r.key_rounding = {false, false, false, false};
-    r.key_norm.kind = ref::NormKind::kRmsNorm;
+    KernelRecipe r = v4_key_fields(kFormat);
     r.key_norm.order = ref::ReductionOrder::kWarpTree;
     r.key_norm.fma_contraction = true;
     r.key_norm.rsqrt = ref::RsqrtKind::kSm90Approx;
-    r.rope_pairing = ref::RopePairing::kInterleaved;
-    r.rope_placement = ref::RopePlacement::kTrailing;
     r.rope_fma = ref::ContractedProduct::kFirst;
     r.hadamard = true;
-    r.key_quant.format = kFormat;
-    r.key_quant.saturation = ref::Saturation::kSatFinite;
     r.key_quant.divisor = ref::ScaleDivisor::kDivide;
     r.key_quant.apply = ref::ScaleApply::kTimesReciprocal;
     if (kFormat == ref::StorageFormat::kFp4E2m1) {
@@ -80,9 +125,7 @@ struct SglangV4KeyPath {
       r.key_quant.pow2 = ref::ScalePow2::kExponentBitsCeil;
       r.key_quant.fp4_rounding = ref::Rounding::kNearestTiesTowardZero;
     } else {
-      r.key_quant.block = 128;
       r.key_quant.pow2 = ref::ScalePow2::kNone;
-      r.key_quant.fp4_rounding = ref::Rounding::kNearestEven;
     }
     return r;
   }
@@ -97,32 +140,56 @@ struct SglangV4KeyPath {
 // every stage; pinned, at 1 lane, 41% and 53% (run 69: 0.234 and 0.239 ms at 1M tokens),
 // with producer warps 43% and 60% (run 71: 0.227 and 0.212 ms).
 template <ref::StorageFormat kFormat>
-struct Dsv32KeyPath {
-  static constexpr bool kPinned = true;
+struct Dsv32KeyPath : SequentialNormPath {
   static constexpr const char* kName = kFormat == ref::StorageFormat::kFp8E4m3fn ? "dsv32-ref" : "dsv32-bf16";
-  // Sequential sums: in a wider group each lane's part of the chain runs while the others idle.
-  static constexpr int kFastestLanes = 1;
-  // At 1 lane the tiles run on compute warps fed by producer warps (H200 run 71: bf16 0.212
-  // against 0.239 ms, fp8 0.227 against 0.234).
-  static constexpr bool kProducerWarps = true;
   static constexpr KernelRecipe recipe() {
-    KernelRecipe r{};
+    KernelRecipe r = with_scale_rule(v32_key_fields(kFormat), ref::ScaleDivisor::kTimesReciprocal,
+                                     ref::ScalePow2::kExponentBitsCeil, ref::ScaleApply::kDivide);
     r.key_rounding = {true, true, true, true};
-    r.key_norm.kind = ref::NormKind::kLayerNorm;
-    r.key_norm.order = ref::ReductionOrder::kSequential;
-    r.key_norm.fma_contraction = false;
-    r.key_norm.rsqrt = ref::RsqrtKind::kCorrectlyRounded;
-    r.rope_pairing = ref::RopePairing::kNeox;
-    r.rope_placement = ref::RopePlacement::kLeading;
-    r.rope_fma = ref::ContractedProduct::kNone;
     r.hadamard = true;
-    r.key_quant.format = kFormat;
-    r.key_quant.block = 128;
-    r.key_quant.divisor = ref::ScaleDivisor::kTimesReciprocal;
-    r.key_quant.pow2 = ref::ScalePow2::kExponentBitsCeil;
-    r.key_quant.apply = ref::ScaleApply::kDivide;
-    r.key_quant.saturation = ref::Saturation::kSatFinite;
-    r.key_quant.fp4_rounding = ref::Rounding::kNearestEven;
+    return r;
+  }
+};
+
+// The other presets, each one path for its one store format. H200 run 84, 1M tokens, tile order + hand-out, against the generic kernel at its fastest
+// width: sglang-v32-fused 0.146 ms (66% of copy; generic 0.411 at 2 lanes), vllm-v32 0.182
+// (53%; 0.474), dsv4-ref 0.387 (33%; 0.588 at 4 lanes).
+//
+// SGLang's fused V3.2 indexer path (sglang-v32-fused): input rounded to bf16, then fp32
+// throughout; no Hadamard; fp8 with scale = max(amax, floor) / 448 applied as * (1 / scale).
+struct SglangV32FusedKeyPath : SequentialNormPath {
+  static constexpr const char* kName = "sglang-v32-fused";
+  static constexpr KernelRecipe recipe() {
+    KernelRecipe r = with_scale_rule(v32_key_fields(ref::StorageFormat::kFp8E4m3fn), ref::ScaleDivisor::kDivide,
+                                     ref::ScalePow2::kNone, ref::ScaleApply::kTimesReciprocal);
+    r.key_rounding = {true, false, false, false};
+    return r;
+  }
+};
+
+// vLLM's V3.2 path (vllm-v32): bf16 rounding of the input and after norm and RoPE; no
+// Hadamard; fp8 with scale = 2^ceil(log2(max(amax, floor) / 448)), applied by division.
+struct VllmV32KeyPath : SequentialNormPath {
+  static constexpr const char* kName = "vllm-v32";
+  static constexpr KernelRecipe recipe() {
+    KernelRecipe r = with_scale_rule(v32_key_fields(ref::StorageFormat::kFp8E4m3fn), ref::ScaleDivisor::kDivide,
+                                     ref::ScalePow2::kLog2Ceil, ref::ScaleApply::kDivide);
+    r.key_rounding = {true, true, true, false};
+    return r;
+  }
+};
+
+// The DeepSeek V4 reference's key path (dsv4-ref): bf16 rounding after every stage,
+// Hadamard; fp4 simulated in bf16, blocks of 32 with ue8m0 scales from the exponent bits,
+// applied by division.
+struct Dsv4KeyPath : SequentialNormPath {
+  static constexpr const char* kName = "dsv4-ref";
+  static constexpr KernelRecipe recipe() {
+    KernelRecipe r = with_scale_rule(v4_key_fields(ref::StorageFormat::kFp4SimulatedBf16), ref::ScaleDivisor::kDivide,
+                                     ref::ScalePow2::kExponentBitsCeil, ref::ScaleApply::kDivide);
+    r.key_rounding = {true, true, true, true};
+    r.hadamard = true;
+    r.key_quant.block = 32;
     return r;
   }
 };

@@ -771,6 +771,13 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
   if constexpr (kFormat == ref::StorageFormat::kFp8E4m3fn || kFormat == ref::StorageFormat::kBf16) {
     if (key_path_matches<Dsv32KeyPath<kFormat>>(recipe)) return f(Dsv32KeyPath<kFormat>{});
   }
+  if constexpr (kFormat == ref::StorageFormat::kFp8E4m3fn) {
+    if (key_path_matches<SglangV32FusedKeyPath>(recipe)) return f(SglangV32FusedKeyPath{});
+    if (key_path_matches<VllmV32KeyPath>(recipe)) return f(VllmV32KeyPath{});
+  }
+  if constexpr (kFormat == ref::StorageFormat::kFp4SimulatedBf16) {
+    if (key_path_matches<Dsv4KeyPath>(recipe)) return f(Dsv4KeyPath{});
+  }
   f(RuntimeKeyPath{});
 }
 
@@ -783,7 +790,9 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 // recipes): dsv32-ref, before its pinned path, 0.60 ms at 2 lanes (1: 1.19), dsv32-bf16
 // 0.39 at 1 lane (2: 0.41; runs 34, 37, 39-42 alike). Pinned dsv32 paths (run 69): dsv32-ref
 // 0.245 ms at 1 lane (2: 0.283, 4: 0.363, 8: 0.453), dsv32-bf16 0.252 (2: 0.279); at 1 lane
-// with producer warps (run 71) 0.248 and 0.233 in batch order.
+// with producer warps (run 71) 0.248 and 0.233 in batch order. Pinned sglang-v32-fused,
+// vllm-v32 and dsv4-ref (run 84, with producer warps at 1 lane): 0.160 / 0.200 / 0.402 ms
+// at 1 lane (2: 0.165 / 0.218 / 0.484; 4: 0.308 / 0.312 / 0.416).
 int fastest_key_lanes(const KernelRecipe& recipe) {
   int lanes = 0;
   dispatch_format(recipe.key_quant.format, [&](auto format) {

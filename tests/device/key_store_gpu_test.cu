@@ -32,15 +32,37 @@ const std::vector<std::string> kQuantisingPresets = {"dsv32-ref", "dsv32-bf16", 
 
 const std::vector<int> kLaneWidths = {1, 2, 4, 8};
 
-// The sglang-v4 and dsv32 presets run the instantiations compiled with their fields as
-// constants (device/key_paths.cuh), the kernels bench/key_store_bench.cu times; any other
-// recipe, or one field changed, runs the generic kernel. Host-side only: runs without a GPU.
+// The key-store test's recipes: every preset that quantises, each on its pinned kernel
+// (device/key_paths.cuh), and "PRESET:generic", the preset with its norm's FMA
+// contraction flipped (a field every pinned path fixes, so the generic kernel runs it),
+// one per store format.
+const std::string kGeneric = ":generic";
+std::vector<std::string> key_store_recipes() {
+  std::vector<std::string> names = kQuantisingPresets;
+  for (const char* name : {"dsv32-ref", "vllm-v32", "sglang-v4-bf16", "sglang-v4-fp4", "dsv4-ref"}) {
+    names.push_back(name + kGeneric);
+  }
+  return names;
+}
+ref::Recipe key_store_recipe(const std::string& name) {
+  const size_t cut = name.find(kGeneric);
+  if (cut == std::string::npos) return ref::preset(name);
+  ref::Recipe r = ref::preset(name.substr(0, cut));
+  r.key_norm.fma_contraction = !r.key_norm.fma_contraction;
+  r.name = name;
+  return r;
+}
+
+// Every preset that quantises runs the instantiation compiled with its fields as constants
+// (device/key_paths.cuh), the kernels bench/key_store_bench.cu times; any other recipe, or
+// one field changed, runs the generic kernel. Host-side only: runs without a GPU.
 TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
-  for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref", "dsv32-bf16"}) {
+  for (const std::string& name : kQuantisingPresets) {
     EXPECT_EQ(dev::key_store_path(dev::kernel_recipe(ref::preset(name))), name);
   }
-  for (const char* name : {"sglang-v32-fused", "vllm-v32", "dsv4-ref"}) {
-    EXPECT_EQ(dev::key_store_path(dev::kernel_recipe(ref::preset(name))), "generic") << name;
+  for (const std::string& name : key_store_recipes()) {
+    if (name.find(kGeneric) == std::string::npos) continue;
+    EXPECT_EQ(dev::key_store_path(dev::kernel_recipe(key_store_recipe(name))), "generic") << name;
   }
   dev::KernelRecipe v32 = dev::kernel_recipe(ref::preset("dsv32-ref"));
   v32.key_rounding.rope = false;
@@ -48,10 +70,10 @@ TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
   v32 = dev::kernel_recipe(ref::preset("dsv32-bf16"));
   v32.key_norm.order = ref::ReductionOrder::kWarpTree;
   EXPECT_EQ(dev::key_store_path(v32), "generic");
-  // The default widths, the fastest measured on the H200 (bench/results/LOG.md runs 37-42, 69).
+  // The default widths, the fastest measured on the H200 (bench/results/LOG.md runs 37-42, 69, 84).
   const std::vector<std::pair<const char*, int>> fastest = {
       {"sglang-v4-fp8", 1}, {"sglang-v4-bf16", 2}, {"sglang-v4-fp4", 1}, {"dsv32-ref", 1},
-      {"dsv32-bf16", 1},    {"sglang-v32-fused", 2}, {"vllm-v32", 2},    {"dsv4-ref", 2}};
+      {"dsv32-bf16", 1},    {"sglang-v32-fused", 1}, {"vllm-v32", 1},    {"dsv4-ref", 1}};
   for (const auto& [name, lanes] : fastest) {
     EXPECT_EQ(dev::fastest_key_lanes(dev::kernel_recipe(ref::preset(name))), lanes) << name;
   }
@@ -90,7 +112,7 @@ class KeyStoreGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
   DSAF_REQUIRE_GPU();
-  const ref::Recipe& recipe = ref::preset(GetParam());
+  const ref::Recipe recipe = key_store_recipe(GetParam());
   const int kMinTokensPerClass = 10000;
   std::mt19937 rng(std::hash<std::string>{}(recipe.name));
   const ref::RopeTable rope(recipe.rope.table, 4096);
@@ -314,10 +336,11 @@ TEST(KeyStoreArgsCheck, TileOrderBuilderRefusesBadArguments) {
   EXPECT_NE(message_of(100, 64).find("tile_tokens"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, KeyStoreGpu, ::testing::ValuesIn(kQuantisingPresets),
+INSTANTIATE_TEST_SUITE_P(Presets, KeyStoreGpu, ::testing::ValuesIn(key_store_recipes()),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
+                           std::replace(name.begin(), name.end(), ':', '_');
                            return name;
                          });
 
