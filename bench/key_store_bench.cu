@@ -1,6 +1,7 @@
 // Key-path benchmark on the GPU: the fused key kernel (device/key_store.cu) at 1M tokens
-// against the device-to-device copy bandwidth, and against the same pipeline as four
-// separate kernels (norm, RoPE, Hadamard, quantise+store; fp32 intermediates in HBM).
+// against the device-to-device copy bandwidth, and against the same pipeline as separate
+// kernels (norm, RoPE, Hadamard when the recipe has it, quantise+store; fp32 intermediates
+// in HBM).
 // Bytes counted: bf16 input read + cache bytes written + page table read. Beside them, for
 // fp8 and bf16 stores, the traffic twins: the same bytes moved with no arithmetic, the
 // fraction of copy a data mover reaches with and without the RoPE table rows (below).

@@ -125,7 +125,7 @@ def key_store_rows(paths, torch):
         eager = torch.get(TORCH_KEY_PATH.get(recipe, "")) if not shape else None
         rows.append(Row("key store", case, "fused key path (key_store.cu)", field(c, "fused_ms", path),
                         field(c, "bytes", path), copy, eager,
-                        f"unfused 4-kernel pipeline {float(field(c, 'unfused_ms', path)):.3f} ms"))
+                        f"unfused pipeline, a kernel per stage, {float(field(c, 'unfused_ms', path)):.3f} ms"))
         if "tile_order_ms" in c:  # the same batch with api.h's tile order (sequences share RoPE rows)
             rows.append(Row("key store", case, "fused key path, tile order (key_store.cu)",
                             field(c, "tile_order_ms", path), field(c, "bytes", path), copy, None,
