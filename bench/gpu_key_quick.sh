@@ -5,7 +5,8 @@
 # in BUILD_DIR-NAME (a fresh directory: CMake reads CUDAFLAGS when it configures one),
 # tested and timed the same way, into $OUT/NAME/. DSAF_QUICK_CHECKS=1 adds, for every
 # build, the device property test at scale 100 and compute-sanitizer memcheck and
-# racecheck on the key-store tests of the sglang-v4 and dsv32 presets and dsv4-ref.
+# racecheck on the key-store tests of the sglang-v4, dsv32, vllm-v32 and sglang-v32-fused
+# presets and dsv4-ref (each with its generic recipe where it has one).
 #   bench/gpu_key_quick.sh BUILD_DIR [NAME=CUDAFLAGS ...]
 set -uo pipefail
 build=${1:-build-gpu}
@@ -40,7 +41,7 @@ run() {
     timeout 300 scripts/device_property.sh "$dir" "$dest/property.log" | sed "s/^/$label: /"
     for tool in memcheck racecheck; do
       timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$dir/tests/device_gpu_test" \
-        --gtest_filter='*KeyStoreGpu*sglang_v4*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*dsv32*' > "$dest/sanitizer-$tool.log" 2>&1
+        --gtest_filter='*KeyStoreGpu*sglang_v4*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*dsv32*:*KeyStoreGpu*_v32*' > "$dest/sanitizer-$tool.log" 2>&1
       echo "$label: compute-sanitizer $tool (key store): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$dest/sanitizer-$tool.log" | tail -1))"
     done
   fi

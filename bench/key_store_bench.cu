@@ -394,7 +394,8 @@ int main(int argc, char** argv) {
         case ref::StorageFormat::kFp4SimulatedBf16:
           store_kernel<ref::StorageFormat::kFp4SimulatedBf16><<<blocks, 256>>>(a, rotated);
           break;
-        default: store_kernel<ref::StorageFormat::kFp4E2m1><<<blocks, 256>>>(a, rotated); break;
+        case ref::StorageFormat::kFp4E2m1: store_kernel<ref::StorageFormat::kFp4E2m1><<<blocks, 256>>>(a, rotated); break;
+        default: std::fprintf(stderr, "%s: no unfused store for this format\n", name.c_str()); std::exit(2);
       }
     }, 21, kCallsPerTiming);
     BENCH_CHECK(cudaGetLastError());

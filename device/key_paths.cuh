@@ -47,8 +47,9 @@ struct RuntimeKeyPath {
 
 // The key-path fields the presets of one model share (reference/recipe.cc v32_model and
 // v4_model; NormSpec's defaults): sequential sums, the correctly rounded rsqrt, no
-// contractions, no roundings, no Hadamard; V3.2 LayerNorm with NeoX RoPE on the leading
-// 64 dims, V4 RMSNorm with interleaved RoPE on the trailing 64 dims. A path sets the rest.
+// contractions; V3.2 LayerNorm with NeoX RoPE on the leading 64 dims, V4 RMSNorm with
+// interleaved RoPE on the trailing 64 dims. As a base that every path sets for itself: no
+// roundings, no Hadamard (Recipe's default has one), and its store format's scale fields.
 constexpr KernelRecipe model_key_fields(ref::NormKind norm, ref::RopePairing pairing, ref::RopePlacement placement,
                                         ref::StorageFormat format) {
   KernelRecipe r{};
@@ -85,12 +86,13 @@ constexpr KernelRecipe with_scale_rule(KernelRecipe r, ref::ScaleDivisor divisor
   return r;
 }
 
-// Paths whose norm sums sequentially (the V3.2 presets, dsv4-ref). Their fastest width is
-// 1 lane: in a wider group each lane's part of the chain runs while the others idle. At 1
-// lane their tiles run on compute warps fed by producer warps (key_store.cu; H200 run 71:
-// dsv32-bf16 0.212 against 0.239 ms, dsv32-ref 0.227 against 0.234; run 84 measured the
-// others at 1 lane with producer warps only, the fastest of the four widths there).
-struct SequentialNormPath {
+// How paths whose norm sums sequentially (the V3.2 presets, dsv4-ref) are launched. Their
+// fastest width is 1 lane: in a wider group each lane's part of the chain runs while the
+// others idle. At 1 lane their tiles run on compute warps fed by producer warps
+// (key_store.cu), measured for the dsv32 paths (H200 run 71: dsv32-bf16 0.212 against 0.239
+// ms, dsv32-ref 0.227 against 0.234) and inherited by the others (run 84 timed them with
+// producer warps only; at 1 lane they were the fastest of the four widths).
+struct SequentialNormTuning {
   static constexpr bool kPinned = true;
   static constexpr int kFastestLanes = 1;
   static constexpr bool kProducerWarps = true;
@@ -118,14 +120,12 @@ struct SglangV4KeyPath {
     r.key_norm.rsqrt = ref::RsqrtKind::kSm90Approx;
     r.rope_fma = ref::ContractedProduct::kFirst;
     r.hadamard = true;
-    r.key_quant.divisor = ref::ScaleDivisor::kDivide;
-    r.key_quant.apply = ref::ScaleApply::kTimesReciprocal;
-    if (kFormat == ref::StorageFormat::kFp4E2m1) {
+    constexpr bool kE2m1 = kFormat == ref::StorageFormat::kFp4E2m1;
+    const ref::ScalePow2 pow2 = kE2m1 ? ref::ScalePow2::kExponentBitsCeil : ref::ScalePow2::kNone;
+    r = with_scale_rule(r, ref::ScaleDivisor::kDivide, pow2, ref::ScaleApply::kTimesReciprocal);
+    if (kE2m1) {
       r.key_quant.block = 32;
-      r.key_quant.pow2 = ref::ScalePow2::kExponentBitsCeil;
       r.key_quant.fp4_rounding = ref::Rounding::kNearestTiesTowardZero;
-    } else {
-      r.key_quant.pow2 = ref::ScalePow2::kNone;
     }
     return r;
   }
@@ -140,7 +140,7 @@ struct SglangV4KeyPath {
 // every stage; pinned, at 1 lane, 41% and 53% (run 69: 0.234 and 0.239 ms at 1M tokens),
 // with producer warps 43% and 60% (run 71: 0.227 and 0.212 ms).
 template <ref::StorageFormat kFormat>
-struct Dsv32KeyPath : SequentialNormPath {
+struct Dsv32KeyPath : SequentialNormTuning {
   static constexpr const char* kName = kFormat == ref::StorageFormat::kFp8E4m3fn ? "dsv32-ref" : "dsv32-bf16";
   static constexpr KernelRecipe recipe() {
     KernelRecipe r = with_scale_rule(v32_key_fields(kFormat), ref::ScaleDivisor::kTimesReciprocal,
@@ -151,30 +151,31 @@ struct Dsv32KeyPath : SequentialNormPath {
   }
 };
 
-// The other presets, each one path for its one store format. H200 run 84, 1M tokens, tile order + hand-out, against the generic kernel at its fastest
-// width: sglang-v32-fused 0.146 ms (66% of copy; generic 0.411 at 2 lanes), vllm-v32 0.182
-// (53%; 0.474), dsv4-ref 0.387 (33%; 0.588 at 4 lanes).
+// The other presets, each one path for its one store format; pinned, they run 1.5-2.8x
+// faster than on the generic kernel (H200 run 84, bench/results/LOG.md).
 //
 // SGLang's fused V3.2 indexer path (sglang-v32-fused): input rounded to bf16, then fp32
 // throughout; no Hadamard; fp8 with scale = max(amax, floor) / 448 applied as * (1 / scale).
-struct SglangV32FusedKeyPath : SequentialNormPath {
+struct SglangV32FusedKeyPath : SequentialNormTuning {
   static constexpr const char* kName = "sglang-v32-fused";
   static constexpr KernelRecipe recipe() {
     KernelRecipe r = with_scale_rule(v32_key_fields(ref::StorageFormat::kFp8E4m3fn), ref::ScaleDivisor::kDivide,
                                      ref::ScalePow2::kNone, ref::ScaleApply::kTimesReciprocal);
     r.key_rounding = {true, false, false, false};
+    r.hadamard = false;
     return r;
   }
 };
 
 // vLLM's V3.2 path (vllm-v32): bf16 rounding of the input and after norm and RoPE; no
 // Hadamard; fp8 with scale = 2^ceil(log2(max(amax, floor) / 448)), applied by division.
-struct VllmV32KeyPath : SequentialNormPath {
+struct VllmV32KeyPath : SequentialNormTuning {
   static constexpr const char* kName = "vllm-v32";
   static constexpr KernelRecipe recipe() {
     KernelRecipe r = with_scale_rule(v32_key_fields(ref::StorageFormat::kFp8E4m3fn), ref::ScaleDivisor::kDivide,
                                      ref::ScalePow2::kLog2Ceil, ref::ScaleApply::kDivide);
     r.key_rounding = {true, true, true, false};
+    r.hadamard = false;
     return r;
   }
 };
@@ -182,10 +183,11 @@ struct VllmV32KeyPath : SequentialNormPath {
 // The DeepSeek V4 reference's key path (dsv4-ref): bf16 rounding after every stage,
 // Hadamard; fp4 simulated in bf16, blocks of 32 with ue8m0 scales from the exponent bits,
 // applied by division.
-struct Dsv4KeyPath : SequentialNormPath {
+struct Dsv4KeyPath : SequentialNormTuning {
   static constexpr const char* kName = "dsv4-ref";
   static constexpr KernelRecipe recipe() {
-    KernelRecipe r = with_scale_rule(v4_key_fields(ref::StorageFormat::kFp4SimulatedBf16), ref::ScaleDivisor::kDivide,
+    constexpr ref::StorageFormat kFp4InBf16 = ref::StorageFormat::kFp4SimulatedBf16;
+    KernelRecipe r = with_scale_rule(v4_key_fields(kFp4InBf16), ref::ScaleDivisor::kDivide,
                                      ref::ScalePow2::kExponentBitsCeil, ref::ScaleApply::kDivide);
     r.key_rounding = {true, true, true, true};
     r.hadamard = true;

@@ -47,9 +47,10 @@
 // without registers held for it. Narrow groups (1-2
 // lanes per token) issue the fewest instructions per token (no shuffles in the Hadamard,
 // one lane per reduction) but hold 64-128 values per lane, so few warps fit on an SM;
-// the staging is what lets those few warps keep HBM busy. The dsv32 paths at 1 lane run
-// key_store_specialized_kernel instead: the same tile, its copies and copy-out done by a
-// producer warp beside each compute warp (below; run 71).
+// the staging is what lets those few warps keep HBM busy. The paths whose norm sums
+// sequentially (dsv32, vllm-v32, sglang-v32-fused, dsv4-ref) run key_store_specialized_kernel
+// at 1 lane instead: the same tile, its copies and copy-out done by a producer warp beside
+// each compute warp (below; runs 71, 84).
 // What bounds fp8 (runs 76-83; the ablation switches are in git history): skipping the
 // in-lane Hadamard stages (896 of ~2,440 warp instructions a tile) made 1 lane 2-3% faster.
 // Skipping norm, RoPE and Hadamard (the quantisation kept) gives the kernel's floor, what
@@ -59,7 +60,7 @@
 // the arithmetic, 1 lane 0.128-0.130 ms (5-7% over its floor; the warps set the pace: half
 // of them take 1.7x), 2 lanes 0.144 (24% over: the Hadamard's last stage is 64 shuffles a
 // lane, RoPE runs in half the lanes). 80% of copy (~0.120 ms) would need the 2-lane floor
-// with at most ~3% of arithmetic on top; at 64K positions no width's floor reaches it.
+// with at most ~3% of arithmetic on top; at 64K positions neither 1 nor 2 lanes' floor reaches it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -791,8 +792,7 @@ void dispatch_key_path(const KernelRecipe& recipe, F f) {
 // 0.39 at 1 lane (2: 0.41; runs 34, 37, 39-42 alike). Pinned dsv32 paths (run 69): dsv32-ref
 // 0.245 ms at 1 lane (2: 0.283, 4: 0.363, 8: 0.453), dsv32-bf16 0.252 (2: 0.279); at 1 lane
 // with producer warps (run 71) 0.248 and 0.233 in batch order. Pinned sglang-v32-fused,
-// vllm-v32 and dsv4-ref (run 84, with producer warps at 1 lane): 0.160 / 0.200 / 0.402 ms
-// at 1 lane (2: 0.165 / 0.218 / 0.484; 4: 0.308 / 0.312 / 0.416).
+// vllm-v32 and dsv4-ref (run 84): fastest at 1 lane with producer warps, 2 lanes 3-20% slower.
 int fastest_key_lanes(const KernelRecipe& recipe) {
   int lanes = 0;
   dispatch_format(recipe.key_quant.format, [&](auto format) {

@@ -42,7 +42,7 @@ if [ "$part" != bench ]; then
 
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/device_gpu_test" \
-      --gtest_filter='*QueryQuantGpu*sglang_v4_fp8*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*sglang_v4_fp4*:*KeyStoreGpu*dsv32*' \
+      --gtest_filter='*QueryQuantGpu*sglang_v4_fp8*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*sglang_v4_fp4*:*KeyStoreGpu*dsv32*:*KeyStoreGpu*_v32*' \
       > "$out/$stamp-sanitizer-$tool.log" 2>&1
     echo "compute-sanitizer $tool (key/query): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-$tool.log" | tail -1))"
     compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/paged_logits_gpu_test" \

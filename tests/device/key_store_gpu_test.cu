@@ -34,12 +34,13 @@ const std::vector<int> kLaneWidths = {1, 2, 4, 8};
 
 // The key-store test's recipes: every preset that quantises, each on its pinned kernel
 // (device/key_paths.cuh), and "PRESET:generic", the preset with its norm's FMA
-// contraction flipped (a field every pinned path fixes, so the generic kernel runs it),
-// one per store format.
+// contraction flipped (a field every pinned path fixes, so the generic kernel runs it):
+// every store format, and each of fp8's three scale rules.
 const std::string kGeneric = ":generic";
 std::vector<std::string> key_store_recipes() {
   std::vector<std::string> names = kQuantisingPresets;
-  for (const char* name : {"dsv32-ref", "vllm-v32", "sglang-v4-bf16", "sglang-v4-fp4", "dsv4-ref"}) {
+  for (const char* name :
+       {"dsv32-ref", "vllm-v32", "sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv4-ref"}) {
     names.push_back(name + kGeneric);
   }
   return names;
