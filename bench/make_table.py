@@ -94,8 +94,9 @@ def cases(paths):
             yield path, copy, c
 
 
-# The key-store benchmark's default batch: 16 sequences of 64K positions (files before run 80
-# do not record it). Another shape (DSAF_BENCH_SEQ_LEN) is another case, named by its shape.
+# The key-store benchmark's default batch: 16 sequences of 64K positions (files of older
+# benchmarks do not record their shape or page order). Another shape (DSAF_BENCH_SEQ_LEN) is
+# another case, named by its shape.
 DEFAULT_SEQUENCE_LENGTH = 65536
 
 

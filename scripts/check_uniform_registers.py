@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Finds SASS that reads a uniform register no instruction of its function writes.
 
-ptxas 13.0 (sm_90a) has miscompiled the key kernel twice (bench/results/LOG.md runs 36 and
-52): a cp.async with an L2 cache hint came out as `LDGSTS [R + UR0], desc[UR1]` with
-neither uniform register written anywhere in the kernel, and every launch died with
-"illegal instruction" on the GPU. Uniform registers start undefined, so a read of one that
-nothing writes is wrong whatever the program; this finds it in the SASS of the built
-objects, on a machine without a GPU, before the code reaches one.
+ptxas 13.0 (sm_90a) has miscompiled the key kernel twice (both in bench/results/LOG.md: the
+8-lane kernels, then the 1- and 2-lane ones of a swizzled staging): a cp.async with an L2
+cache hint came out as `LDGSTS [R + UR0], desc[UR1]` with neither uniform register written
+anywhere in the kernel, and every launch of those kernels died with "illegal instruction" on
+the H200. Uniform registers start undefined, so a read of one that nothing writes is wrong
+whatever the program; this finds it in the SASS of the built objects, on a machine without a
+GPU, before the code reaches one.
 
   check_uniform_registers.py [--cuobjdump PATH] OBJECT_OR_ARCHIVE...   disassemble and check
   check_uniform_registers.py --sass FILE                               check a SASS listing
