@@ -1,5 +1,5 @@
 // Top-K benchmark on the GPU: top-2048 of 131,072 fp32 scores x 32 rows (the DSA decode
-// shape, VERIFICATION.md §4) with the exact kernel (device/topk.cu) at every blocks_per_row,
+// shape, docs/verification.md §4) with the exact kernel (device/topk.cu) at every blocks_per_row,
 // against a full per-row sort (CUB DeviceSegmentedSort, stable, descending) of the same
 // data, and against the device-to-device copy bandwidth. bench/torch_topk.py times
 // torch.topk on the same shape. Two inputs: Gaussian fp32 (few ties) and the same rounded

@@ -4,7 +4,7 @@
 //                             run_key_path normalises with norm_weight()/norm_bias())
 //   query_input(t) q_in[H][128] the query path's input, BEFORE RoPE, and
 //                  wproj[H]     the bare weights_proj output (run_query_path folds
-//                               H^-1/2, D^-1/2 and the query scale; NUMERICS §2.7)
+//                               H^-1/2, D^-1/2 and the query scale; docs/numerics.md §2.7)
 // Token t sits at RoPE position t. Two implementations: SyntheticActivations
 // (synthetic.h, a generator of any length) and the fixture sources of fixture_inputs.h
 // (real weights and captured hidden states, `tokens()` long).

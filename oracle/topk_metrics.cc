@@ -1,5 +1,5 @@
 // File: topk_metrics.cc — per-row top-K comparison metrics and their aggregation
-// (topk_metrics.h; VERIFICATION.md §4, §8).
+// (topk_metrics.h; docs/verification.md §4, §8).
 // Cost per row: O(n) for validation, the threshold (nth_element), the value sums and the
 // softmax weights; O(K log K) for the tie lists, the page sets and the Kendall inversion
 // count. Memory O(n + K): a reference position and a selected flag per valid position, one

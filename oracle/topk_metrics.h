@@ -1,6 +1,6 @@
 // File: topk_metrics.h
 // How a recipe's top-K selection compares with the exact one, per query row
-// (VERIFICATION.md §4, §8). Inputs per row:
+// (docs/verification.md §4, §8). Inputs per row:
 //   exact_scores  I_exact[s] for the valid positions s in [0, n) (fp64, the oracle),
 //   selected      the recipe's top-K indices (-1 padding allowed),
 //   reference     the exact top-K indices (topk.h order; -1 padding allowed),

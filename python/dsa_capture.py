@@ -40,7 +40,7 @@ SCHEMA_VERSION = 1
 KIND = "activation_capture"
 GENERATOR = "dsa_capture.py (dsa-fidelity, schema 1)"
 
-# DeepSeek V3.2 (shared/spec/CHECKPOINTS.md §1, NUMERICS §1). Pass the model's own
+# DeepSeek V3.2 (docs/checkpoints.md §1, docs/numerics.md §1). Pass the model's own
 # config (a dict or a transformers config object) when it is at hand.
 DEEPSEEK_V32 = {
     "model_type": "deepseek_v32",

@@ -1,6 +1,6 @@
 // File: error.h
 // The one exception type of the project. Library code never exits; it throws
-// dsaf::Error with a kind, and the CLI maps kinds to exit codes (DESIGN.md):
+// dsaf::Error with a kind, and the CLI maps kinds to exit codes (docs/design.md):
 // kBadInput / kUsage / kEnvironment -> 2. Verdict failures are results, not errors.
 #pragma once
 

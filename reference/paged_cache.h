@@ -1,5 +1,5 @@
 // File: paged_cache.h
-// The paged index-K cache codec (NUMERICS §4.2, §5.4, §6.1, §7.2).
+// The paged index-K cache codec (docs/numerics.md §4.2, §5.4, §6.1, §7.2).
 // A page holds P tokens (P a power of two, 1..256) as two regions:
 //   [ P x value_bytes | P x scale_bytes ]
 //   fp8  : value 128 B (e4m3fn codes),       scale 4 B (fp32)        -> 132 B/token

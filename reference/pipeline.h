@@ -1,5 +1,5 @@
 // File: pipeline.h
-// The indexer's per-token paths under a Recipe (DESIGN.md "Pipeline under test"):
+// The indexer's per-token paths under a Recipe (docs/design.md "Pipeline under test"):
 //   key   k_in[128] -> [bf16] -> norm -> [bf16] -> RoPE -> [bf16] -> Hadamard -> [bf16]
 //                    -> store (quantise)                       [..] = Recipe rounding
 //   query q_in[H][128] -> [bf16] -> RoPE -> [bf16] -> Hadamard -> [bf16] -> store, and

@@ -44,7 +44,7 @@ MatrixD to_fp64(const std::vector<float>& w, int out, int in) {
   return Eigen::Map<const RowMajorF>(w.data(), out, in).cast<double>();
 }
 
-// DeepSeek act_quant of one group of 128 (NUMERICS §2.6): amax floored at 1e-4,
+// DeepSeek act_quant of one group of 128 (docs/numerics.md §2.6): amax floored at 1e-4,
 // s = 2^ceil(log2(amax * fl(1/448))) by the exponent-bit rule, code = e4m3fn(x / s)
 // saturated to ±448; the GEMM then sees code * s.
 const QuantSpec& act_quant_spec() {

@@ -1,7 +1,7 @@
 // File: projection.h
 // The indexer's linear projections on real weights: from the hidden states of a token to
 // the inputs of the key and query paths (pipeline.h). In the notation of
-// ../shared/spec/CHECKPOINTS.md §2 and NUMERICS §2.1-§2.3, §2.7, for token t:
+// docs/checkpoints.md §2 and docs/numerics.md §2.1-§2.3, §2.7, for token t:
 //
 //   q[t][h][d]  = Σ_i wq_b[h*128 + d][i] · qr[t][i]      pre-RoPE query, [T][H][128]
 //   k[t][d]     = Σ_i wk[d][i]           · x[t][i]       PRE-NORM key,   [T][128]
@@ -11,7 +11,7 @@
 //   * k_norm (LayerNorm w + b, eps 1e-6) runs inside run_key_path with the recipe's
 //     norm spec; pass IndexerWeights::k_norm_weight / k_norm_bias as its NormParams.
 //   * RoPE, the Hadamard rotation and quantisation run in run_key_path / run_query_path.
-//   * The head-weight factors n_heads^-1/2, D^-1/2 and the query scale q_scale (NUMERICS
+//   * The head-weight factors n_heads^-1/2, D^-1/2 and the query scale q_scale (docs/numerics.md
 //     §2.7) are folded by run_query_path (Recipe::weights_fold). wproj here is the bare
 //     weights_proj(x): do not scale it.
 //   * bf16 rounding of the path inputs is also a recipe choice (IntermediateRounding::
@@ -25,7 +25,7 @@
 // error (≤ n · 2^-53 · Σ|w_i a_i|) is far below one fp32 ulp of any output whose terms do
 // not cancel, so the value is the correctly rounded dot product but for rare
 // near-ties. Then, per ProjectionOptions, the fp32 value is rounded to bf16, as the model
-// does (NUMERICS §2.1: wq_b and wk produce bf16 — DeepSeek `linear()` returns the default
+// does (docs/numerics.md §2.1: wq_b and wk produce bf16 — DeepSeek `linear()` returns the default
 // dtype bf16, SGLang and vLLM likewise; weights_proj is fp32 in the fixed reference, in
 // SGLang after PR #13459 and in transformers, bf16 in the original 2025-10 reference).
 // fp32 -> bf16 is the model's rounding path too (an fp32 accumulator cast to bf16).
@@ -35,7 +35,7 @@
 // states are fp32 values (a captured bf16 is passed as its exact fp32 value). Non-finite
 // values and size mismatches are rejected with dsaf::Error(kBadInput).
 //
-// V3.2 sizes: hidden 7168, q_lora_rank 1536, H 64 (CHECKPOINTS.md §1). DeepSeek V4 has
+// V3.2 sizes: hidden 7168, q_lora_rank 1536, H 64 (docs/checkpoints.md §1). DeepSeek V4 has
 // no wk / k_norm (its index keys come from a compressor) and is not covered here.
 #pragma once
 
@@ -67,9 +67,9 @@ struct IndexerWeights {
 enum class ProjectionRounding : uint8_t { kFp32, kBf16 };
 
 // Per-128-group fp8 quantisation of the GEMM's *input* activation, which DeepSeek's fp8
-// `linear()` does before `fp8_gemm` (NUMERICS §2.1: `x, s = act_quant(x, 128,
+// `linear()` does before `fp8_gemm` (docs/numerics.md §2.1: `x, s = act_quant(x, 128,
 // scale_fmt)`): the input is replaced by e4m3fn(a / s) * s, with s the ue8m0 scale of
-// each group of 128 (amax floor 1e-4, NUMERICS §2.6). Applies to the fp8 weights only
+// each group of 128 (amax floor 1e-4, docs/numerics.md §2.6). Applies to the fp8 weights only
 // (wq_b on qr, wk on x), never to weights_proj. Requires widths divisible by 128.
 enum class InputQuant : uint8_t { kNone, kFp8Ue8m0Block128 };
 

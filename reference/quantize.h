@@ -1,7 +1,7 @@
 // File: quantize.h
 // Storage of one 128-value head: per-block scale rules and the value codecs.
 //
-// Scale of a block (QuantSpec in recipe.h; NUMERICS §2.6, §5.3, §6.2, §7.1, §8):
+// Scale of a block (QuantSpec in recipe.h; docs/numerics.md §2.6, §5.3, §6.2, §7.1, §8):
 //   amax  = max(max_i |x_i|, amax_floor)
 //   raw   = amax / qmax                  (ScaleDivisor::kDivide)
 //         = amax * fl(1 / qmax)          (ScaleDivisor::kTimesReciprocal)

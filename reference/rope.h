@@ -2,7 +2,7 @@
 // Rotary position embedding on the 64 rotary dims of an indexer head.
 //
 // Table (RopeTable): for pair index i = 0..31 and position p,
-//   f_i   = theta^(-2i/64), YaRN-corrected when yarn_factor > 1 (NUMERICS §2.4, §3.2):
+//   f_i   = theta^(-2i/64), YaRN-corrected when yarn_factor > 1 (docs/numerics.md §2.4, §3.2):
 //           dim(beta) = 64 * ln(original_seq_len / (beta * 2 pi)) / (2 ln theta)
 //           low = max(floor(dim(beta_fast)), 0), high = min(ceil(dim(beta_slow)), 63)
 //           ramp_i = clamp((i - low) / (high - low), 0, 1)        (high == low: +0.001)

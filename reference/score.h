@@ -1,5 +1,5 @@
 // File: score.h
-// Indexer scores of one query token against cached keys (NUMERICS §2.8, §3.2, §4.1):
+// Indexer scores of one query token against cached keys (docs/numerics.md §2.8, §3.2, §4.1):
 //
 //   I[t, s] = k_scale[s] * sum_h ReLU( q[t, h] . k[s] ) * w[t, h]
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build and test on an offline GPU host (../shared/GPU-HOST.md): no apt there, so the
+# Build and test on an offline GPU host (docs/gpu-host.md): no apt there, so the
 # Debian packages travel in .deps/debs (fetched on a networked machine with
 # `scripts/gpu_host.sh --fetch`), are unpacked into a private prefix, and GoogleTest is
 # built from the source the googletest package ships.

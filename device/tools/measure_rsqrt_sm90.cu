@@ -1,7 +1,7 @@
 // File: measure_rsqrt_sm90.cu
 // Measures the GPU's rsqrtf() (MUFU.RSQ plus the compiler's special-case code, as nvcc
 // emits it without --use_fast_math) against the correctly rounded __frsqrt_rn, for the
-// reference's sm_90 rsqrt model (reference/numeric/rsqrt.h, NUMERICS §6.4):
+// reference's sm_90 rsqrt model (reference/numeric/rsqrt.h, docs/numerics.md §6.4):
 //  1. deltas[i] = bits(rsqrtf(x_i)) - bits(__frsqrt_rn(x_i)) for the 2^24 fp32 x_i in [1, 4)
 //     (x_i = bits 0x3F800000 + i), written as int8 to argv[1];
 //  2. periodicity: rsqrtf(x_i * 4^k) == rsqrtf(x_i) * 2^-k for every i and every k in

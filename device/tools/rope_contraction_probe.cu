@@ -1,6 +1,6 @@
 // File: rope_contraction_probe.cu
 // Which product of `xr*c - xi*s` and `xr*s + xi*c` does nvcc fuse into the FFMA when it
-// compiles the interleaved RoPE of SGLang's V4 indexer kernel (NUMERICS §6.4) with
+// compiles the interleaved RoPE of SGLang's V4 indexer kernel (docs/numerics.md §6.4) with
 // SGLang's flags (-O3, contraction on, no fast-math)? Compile with
 //   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -cubin -o probe.cubin rope_contraction_probe.cu
 // and read `cuobjdump -sass probe.cubin`: the FMUL's operands are the product that was

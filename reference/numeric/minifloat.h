@@ -26,7 +26,7 @@ enum class Saturation : uint8_t { kSatFinite, kNonSaturating };
 // kNearestEven: IEEE round-to-nearest, ties to even (hardware cvt.rn).
 // kNearestTiesTowardZero: nearest, ties toward zero. This is what SGLang's fp4 encoder
 // does by comparing |x| against the midpoints {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
-// with a strict `>` (NUMERICS §6.2).
+// with a strict `>` (docs/numerics.md §6.2).
 enum class Rounding : uint8_t { kNearestEven, kNearestTiesTowardZero };
 
 struct Bf16Traits {

@@ -4,7 +4,7 @@
 //    computed here with exact integer arithmetic, not through fp64.
 //  * kSm90Approx: the hardware MUFU.RSQ behind CUDA's rsqrtf() on sm_90. It is not
 //    correctly rounded; measured on an H200 it differs on 21.7% of inputs in [1, 4),
-//    by at most 2 ulp, and rsqrtf(x * 4^k) == rsqrtf(x) * 2^-k (NUMERICS §6.4). So one
+//    by at most 2 ulp, and rsqrtf(x * 4^k) == rsqrtf(x) * 2^-k (docs/numerics.md §6.4). So one
 //    table over [1, 4) (a signed ulp delta per input) models it completely. The table
 //    was measured on an H200 and is committed in reference/data/ (provenance there).
 #pragma once

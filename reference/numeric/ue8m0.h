@@ -21,7 +21,7 @@ inline float decode_ue8m0(uint8_t code) {
 
 // encode_ue8m0_ceil(s): the smallest power of two >= s, for positive normal fp32 s,
 // read from the exponent bits: biased exponent + (fraction != 0). This is DeepSeek's
-// fast_log2_ceil / SGLang's cast_to_ue8m0 (NUMERICS §2.6, §6.2). Subnormal s reads as
+// fast_log2_ceil / SGLang's cast_to_ue8m0 (docs/numerics.md §2.6, §6.2). Subnormal s reads as
 // exponent field 0 and maps to 2^-127 or 2^-126; callers floor amax so this never occurs.
 inline uint8_t encode_ue8m0_ceil(float s) {
   const uint32_t bits = float_bits(s);

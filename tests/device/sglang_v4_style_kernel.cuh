@@ -1,5 +1,5 @@
 // File: sglang_v4_style_kernel.cuh
-// A test kernel written as NUMERICS §6.4 describes SGLang's V4 `fused_norm_rope_indexer`
+// A test kernel written as docs/numerics.md §6.4 describes SGLang's V4 `fused_norm_rope_indexer`
 // (sglang @ 0094505, jit_kernel/csrc/deepseek_v4/fused_norm_rope_v2.cuh), in plain CUDA
 // arithmetic, compiled the way SGLang compiles its JIT kernels: -O3, FMA contraction on
 // (nvcc default), no fast-math — so nvcc decides every contraction and rsqrtf is the

@@ -42,7 +42,7 @@ TEST_F(VerifyPluginsGpu, OurKernelsAsAPluginPass) {
 }
 
 TEST_F(VerifyPluginsGpu, ReciprocalBugIsCaughtAndNamed) {
-  // sglang-v4-fp8 divides q by its plain amax/448 scale (NUMERICS §6.3).
+  // sglang-v4-fp8 divides q by its plain amax/448 scale (docs/numerics.md §6.3).
   const Result r = verify(DSAF_PLUGIN_RECIPROCAL, "sglang-v4-fp8");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("query_quant.apply: \"divide\" -> \"times_reciprocal\""), std::string::npos) << r.out;

@@ -43,7 +43,7 @@ TEST(DetectKeyRecipe, NamesThePresetThatWroteTheBytes) {
 
 TEST(DetectKeyRecipe, NamesTheFieldThatExplainsANearMiss) {
   // An implementation that forms the scale as amax * fl(1/448) where sglang-v4-fp8
-  // divides amax by 448 (VERIFICATION §7 trap 2): the fp32 scale words differ by an ulp
+  // divides amax by 448 (docs/verification.md §7 trap 2): the fp32 scale words differ by an ulp
   // on many tokens. (Dividing the values instead of multiplying by the reciprocal, trap 1,
   // changes an e4m3fn code only when the quotient sits within an ulp of a code midpoint,
   // about one value in 2^20: 40 tokens rarely show it.)

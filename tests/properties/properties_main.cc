@@ -1,6 +1,6 @@
 // Main of the property tests: DSAF_PROPERTY_SCALE multiplies the number of cases of every
 // property (RapidCheck max_success = 100 x scale; default scale 10, so the 11 properties
-// run 11,000 cases in CI); an explicit RC_PARAMS wins. Every failure prints the shrunk
+// check 11,000 cases in CI); an explicit RC_PARAMS wins. Every failure prints the shrunk
 // case, the RapidCheck seed and its reproduce string.
 #include <cstdlib>
 #include <string>

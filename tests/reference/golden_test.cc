@@ -1,7 +1,7 @@
 // File: golden_test.cc — one hand-derived golden example per preset (2 tokens, 2 heads).
 //
 // Every expected byte, weight and score below is a literal derived by hand from the
-// formulas of spec/NUMERICS.md (§2 DeepSeek V3.2, §3 DeepSeek V4, §5-§6 SGLang, §7 vLLM,
+// formulas of docs/numerics.md (§2 DeepSeek V3.2, §3 DeepSeek V4, §5-§6 SGLang, §7 vLLM,
 // §10 recipe) and the rounding rules the headers document, never printed by the code
 // under test. Each value was re-checked with an independent calculator (numpy float32
 // arithmetic and ml_dtypes' bf16/e4m3fn casts, plus exact integer arithmetic for the
@@ -25,12 +25,12 @@
 //       (= 10905190 * 2^-23), head 1 = 0.75.
 // All inputs are integers with <= 8 significant bits, so bf16 input rounding is exact.
 //
-// KEY NORM (NUMERICS §2.1 LayerNorm, §3.1/§6.4 RMSNorm; norm.h). Sum = 0, so the
+// KEY NORM (docs/numerics.md §2.1 LayerNorm, §3.1/§6.4 RMSNorm; norm.h). Sum = 0, so the
 // LayerNorm mean is 0 and LayerNorm equals RMSNorm here. Sum of squares
 // 64^2 + 160^2 + 3 * 32^2 = 32768 (t1 the same); every partial sum is an integer below
 // 2^24, so it is exact in any order (sequential or warp tree) and with or without FMA.
 // ss / 128 = 256; 256 + fl(1e-6) = 256 in fp32 (half an ulp of 256 is 2^-16 = 1.5e-5).
-// rsqrt(256) = 1/16 exactly; this is also what sm_90 rsqrtf returns: NUMERICS §6.4
+// rsqrt(256) = 1/16 exactly; this is also what sm_90 rsqrtf returns: docs/numerics.md §6.4
 // measured rsqrtf(x * 4^k) == rsqrtf(x) * 2^-k for all x, and rsqrtf(1) == 1 (the first
 // input where rsqrtf differs from the correctly rounded value is 0x3f800001).
 // So t0 -> (x / 16) * 0.5 + 0 = y = (-2, 5, -1, -1, -1) and t1 -> y' = (5, -2, -1, -1, -1),
@@ -40,7 +40,7 @@
 // so a*1 - b*0 = a and a*0 + b*1 = b, fused or not. Position 1: the token's rotary half
 // is all +0, and rotating +0 by an angle in (0, 1] rad (cos, sin > 0, asserted) is +0.
 //
-// HADAMARD (NUMERICS §2.5; hadamard.h). The butterfly adds small integers exactly, so
+// HADAMARD (docs/numerics.md §2.5; hadamard.h). The butterfly adds small integers exactly, so
 // output i = fl(m_i * s) with m_i = sum_j H[i][j] v_j, H[i][j] = (-1)^popcount(i & j),
 // and s = fl(2^-3.5) = 0x3DB504F3 = 11863283 * 2^-27. With v on dims o + 0..4, the
 // signs depend on b = i mod 8 only, times (-1)^(bit 6 of i) when o = 64. For example
@@ -266,7 +266,7 @@ void ExpectScores(const Golden& g, uint32_t i00, uint32_t i11) {
 // The sm_90 presets model rsqrtf with the table measured on an H200 (reference/data/).
 // The derivations above use a correctly rounded rsqrt; on these inputs the only rsqrt
 // argument is fl(256 + eps) = 256 = 4^4, and rsqrtf(4^4) = rsqrtf(1) * 2^-4 with the
-// table's delta 0 at x = 1 (NUMERICS §6.4: the first differing input is 0x3f800001), so
+// table's delta 0 at x = 1 (docs/numerics.md §6.4: the first differing input is 0x3f800001), so
 // the real recipe must store exactly the same bytes.
 void ExpectSm90KeyEqualsDerivation(const Recipe& recipe) {
   ASSERT_EQ(recipe.key_norm.rsqrt, RsqrtKind::kSm90Approx);
@@ -369,7 +369,7 @@ TEST(GoldenExact, ScoresMatchHandDerivation) {
 }
 
 // ---------------------------------------------------------------------------------------
-// dsv32-ref (NUMERICS §2, §10): bf16 after norm, rope and Hadamard; act_quant
+// dsv32-ref (docs/numerics.md §2, §10): bf16 after norm, rope and Hadamard; act_quant
 // s = 2^ceil_log2(max(amax, 1e-4) * fl(1/448)) (exponent-bit rule), code = e4m3(x / s);
 // w = ((wproj * fl(2^-1/2)) * s_q) * fl(2^-3.5) (§2.7, with H = 2 heads here).
 //   Key t0 (o0 = 0): bf16 Hadamard values 0.70703125 (8s), 0.53125 (6s),
@@ -475,7 +475,7 @@ TEST(GoldenDsv32Bf16, ScoresMatchHandDerivation) {
 }
 
 // ---------------------------------------------------------------------------------------
-// sglang-v32-fused (NUMERICS §5.6, §6.3 quant block): no Hadamard, fp32 throughout,
+// sglang-v32-fused (docs/numerics.md §5.6, §6.3 quant block): no Hadamard, fp32 throughout,
 // scale = max(amax, 1e-4) / 448 (not a power of two); key codes e4m3(x * fl(1/scale)),
 // query codes e4m3(x / scale); w = (wproj * fl(1/sqrt(2*128)) = 1/16) * scale.
 //   Key t0 = y = (-2, 5, -1, -1, -1) on dims 0..4: scale = fl(5/448) = 0x3C36DB6E
@@ -527,7 +527,7 @@ TEST(GoldenSglangV32Fused, ScoresMatchHandDerivation) {
 }
 
 // ---------------------------------------------------------------------------------------
-// vllm-v32 (NUMERICS §7.1-§7.2): no Hadamard; scale = exp2f(ceilf(log2f(max(amax, floor)
+// vllm-v32 (docs/numerics.md §7.1-§7.2): no Hadamard; scale = exp2f(ceilf(log2f(max(amax, floor)
 // / 448))), code = e4m3(x / scale); w = ((wproj * fl(2^-1/2)) * scale) * fl(2^-3.5).
 //   Key t0 = y on dims 0..4: 5/448 = 0.01116, log2 = -6.49 -> ceil -6 -> scale 2^-6 =
 //   0x3C800000. x * 64: 5 -> 320 = 1.010b*2^8 -> 0x7A; -2 -> -128 -> 0xF0; -1 -> -64 -> 0xE8
@@ -574,7 +574,7 @@ TEST(GoldenVllmV32, ScoresMatchHandDerivation) {
 }
 
 // ---------------------------------------------------------------------------------------
-// dsv4-ref (NUMERICS §3.1-§3.3): RMSNorm, interleaved rope on the trailing dims, bf16
+// dsv4-ref (docs/numerics.md §3.1-§3.3): RMSNorm, interleaved rope on the trailing dims, bf16
 // intermediates, Hadamard, fp4 simulation per block of 32:
 // s = 2^ceil(log2(max(amax, 6*2^-126) / 6)), value = bf16(e2m1(x / s) * s) (RNE), no scale
 // kept; w = bf16((wproj * 1/16) * 1); score in bf16 tensors (score.h kBf16).
@@ -656,7 +656,7 @@ TEST(GoldenDsv4Ref, Fp4MidpointRoundsToEven) {
 }
 
 // ---------------------------------------------------------------------------------------
-// sglang-v4-fp8 (NUMERICS §6.2-§6.4): fp32 throughout (no bf16 rounding), FMA and warp-tree
+// sglang-v4-fp8 (docs/numerics.md §6.2-§6.4): fp32 throughout (no bf16 rounding), FMA and warp-tree
 // reductions in the norm (exact here, see KEY NORM), sm_90 rsqrtf (1/16 here, see KEY
 // NORM; the key is computed with a correctly rounded copy of the recipe because no
 // rsqrtf table is installed in tests — it arrives with the device issue — and the bytes
@@ -771,7 +771,7 @@ TEST(GoldenSglangV4Bf16, ScoresMatchHandDerivation) {
 }
 
 // ---------------------------------------------------------------------------------------
-// sglang-v4-fp4 (NUMERICS §6.1-§6.3): e2m1 blocks of 32, scale_raw = max(amax, 1e-4) / 6,
+// sglang-v4-fp4 (docs/numerics.md §6.1-§6.3): e2m1 blocks of 32, scale_raw = max(amax, 1e-4) / 6,
 // ue8m0 = exponent + (fraction != 0), values x * 2^-e, midpoints rounded toward zero;
 // 64 value bytes (element 2k in the low nibble) + 4 ue8m0 bytes. The key is fp32 (rsqrt
 // note as sglang-v4-fp8); the query rounds rope and Hadamard outputs to bf16.

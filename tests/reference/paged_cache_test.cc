@@ -1,4 +1,4 @@
-// Paged index-K cache codec: byte positions from the layout formula of NUMERICS §4.2 /
+// Paged index-K cache codec: byte positions from the layout formula of docs/numerics.md §4.2 /
 // §5.4 / §6.1, computed here independently, and round trips.
 #include "reference/paged_cache.h"
 
@@ -26,7 +26,7 @@ TEST(PagedCacheLayout, BytesPerTokenMatchTheSpec) {
 }
 
 TEST(PagedCacheLayout, Fp8TokenLandsWhereSglangAndDeepGemmPutIt) {
-  // Page p base p*8448; token t values at t*128, scale at 8192 + 4t (NUMERICS §5.4).
+  // Page p base p*8448; token t values at t*128, scale at 8192 + 4t (docs/numerics.md §5.4).
   const PagedCacheLayout layout(StorageFormat::kFp8E4m3fn, 64);
   const std::vector<int32_t> table = {5, 2, 7};
   std::vector<uint8_t> cache(8 * layout.page_bytes(), 0xAA);  // sentinel fill

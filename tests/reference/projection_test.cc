@@ -123,7 +123,7 @@ TEST(Projection, BatchedCallsAgreeWithTheSeparateProjections) {
   EXPECT_EQ(projector.num_heads(), 2);
 }
 
-// DeepSeek act_quant of a group (NUMERICS §2.6), written out independently of
+// DeepSeek act_quant of a group (docs/numerics.md §2.6), written out independently of
 // reference/quantize: s = the least power of two >= max(amax, 1e-4) * fl32(1/448).
 std::vector<float> act_quant_naive(const std::vector<float>& in) {
   std::vector<float> out(in.size());

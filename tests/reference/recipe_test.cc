@@ -1,4 +1,4 @@
-// Recipes: the nine presets of DESIGN.md, JSON round trips and strict parsing errors.
+// Recipes: the nine presets of docs/design.md, JSON round trips and strict parsing errors.
 #include "reference/recipe.h"
 
 #include <fstream>

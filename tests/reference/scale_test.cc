@@ -1,5 +1,5 @@
 // Tests of the block-scale rules and the scaled fp8 / fp4 head codecs (quantize.h,
-// NUMERICS §2.6, §3.3, §5.3, §6.2, §7.1; VERIFICATION §7 traps 1-4). Expected values
+// docs/numerics.md §2.6, §3.3, §5.3, §6.2, §7.1; docs/verification.md §7 traps 1-4). Expected values
 // come from derivations in the comments and from small independent models written here
 // (a nearest-value e4m3fn / e2m1 encoder over the format's value list, the documented
 // scale formulas), never from printing what the code under test returns.
@@ -268,7 +268,7 @@ TEST(ScaleQuantError, Fp4TiesFollowTheRoundingRuleAndAttainTheBound) {
   // 1 + 2^-25 rounds to 1) and 2^-3 (amax 0.75). The error is then exactly half the
   // gap between the tie's neighbours, so the bound above is attained. Ties to even: 0.25 -> 0, 0.75 -> 1, 1.25 -> 1,
   // 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4 (codes 0, 2, 2, 4, 4, 6, 6); ties toward
-  // zero (SGLang's strict `>` thresholds, NUMERICS §6.2): 0, 0.5, 1, 1.5, 2, 3, 4
+  // zero (SGLang's strict `>` thresholds, docs/numerics.md §6.2): 0, 0.5, 1, 1.5, 2, 3, 4
   // (codes 0, 1, 2, 3, 4, 5, 6). Negative ties keep the sign bit (0x8).
   const float ties[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
   const float gaps[7] = {0.5f, 0.5f, 0.5f, 0.5f, 1.0f, 1.0f, 2.0f};  // between neighbours
@@ -309,7 +309,7 @@ TEST(ScaleQuantError, Fp4TiesFollowTheRoundingRuleAndAttainTheBound) {
 }
 
 TEST(ScaleQuantError, ExponentBitScaleMapsTheGroupMaxIntoTheTopBinade) {
-  // NUMERICS §2.6: with s = 2^ceil(log2(amax/448)) the group max maps into (224, 448]
+  // docs/numerics.md §2.6: with s = 2^ceil(log2(amax/448)) the group max maps into (224, 448]
   // (fp4: (3, 6]). For kExponentBitsCeil this holds exactly even with the rounded raw
   // scale: fl(amax/448) or fl(amax * fl(1/448)) can equal a power of two 2^k only when
   // amax = 448 * 2^k exactly, since the next float above 448 * 2^k gives
@@ -506,7 +506,7 @@ TEST(Ue8m0Variants, OneConcreteDisagreementChangesTheCodes) {
 }
 
 // ---------------------------------------------------------------------------------
-// 3. Dividing by the scale vs multiplying by its fp32 reciprocal (VERIFICATION §7.1).
+// 3. Dividing by the scale vs multiplying by its fp32 reciprocal (docs/verification.md §7.1).
 
 TEST(ScaleApplyMode, DivideAndReciprocalDifferOnConstructedInputsForPlainScales) {
   // fl(x / s) and fl(x * fl(1/s)) differ by at most an fp32 ulp or two, so their e4m3fn
@@ -638,7 +638,7 @@ TEST(ScaleApplyMode, ScaleDivisorChangesPlainScalesButNotAt448TimesPowersOfTwo) 
 
 TEST(AmaxFloor, TinyBlocksGetTheDocumentedScales) {
   // DeepSeek/SGLang floor 1e-4: 1e-4 / 448 = 2.23e-7, log2 = -22.095, so the
-  // power-of-two scale is 2^-22 (NUMERICS §2.6) for any block with amax <= 1e-4.
+  // power-of-two scale is 2^-22 (docs/numerics.md §2.6) for any block with amax <= 1e-4.
   // vLLM's 1e-10 (§7.1): an all-zero block gets 1e-10 / 448 = 2.23e-13, log2 = -42.03
   // -> 2^-42; a block with amax 1e-7 (above that floor) gets 2.23e-10, log2 = -32.06
   // -> 2^-32. The plain (kNone) scale is fl(fl(1e-4) * fl(1/448)).

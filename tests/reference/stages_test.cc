@@ -68,7 +68,7 @@ bool same_bits(const Head32& a, const Head32& b) {
 }
 
 // ---------------------------------------------------------------------------------
-// Hadamard-128 (NUMERICS §2.5, §6.4).
+// Hadamard-128 (docs/numerics.md §2.5, §6.4).
 
 // fl32(1/sqrt(128)) as the header documents it.
 constexpr uint32_t kHadamardScaleBits = 0x3db504f3u;
@@ -222,12 +222,12 @@ TEST(HadamardStage, StrideOrderChangesFp32Bits) {
 }
 
 // ---------------------------------------------------------------------------------
-// RoPE (NUMERICS §2.4, §3.2; rope.h).
+// RoPE (docs/numerics.md §2.4, §3.2; rope.h).
 
 const RopeTableSpec kV32Table{10000.0, 40.0, 4096.0, 32.0, 1.0};
 const RopeTableSpec kV4Table{160000.0, 16.0, 65536.0, 32.0, 1.0};
 
-// YaRN find_correction_dim, written from NUMERICS §2.4 in long double.
+// YaRN find_correction_dim, written from docs/numerics.md §2.4 in long double.
 long double correction_dim(long double rotations, const RopeTableSpec& s) {
   const long double pi = 3.141592653589793238462643383279503L;
   return 64.0L * std::log(static_cast<long double>(s.original_seq_len) / (rotations * 2 * pi)) /
@@ -279,12 +279,12 @@ void check_yarn(const RopeTableSpec& spec, int low, int high) {
 }
 
 TEST(RopeFrequencies, V32YarnLeavesLowDimsAndDividesHighDimsBy40) {
-  // NUMERICS §2.4: low = 10, high = 23; i <= 10 unchanged, i >= 23 divided by 40.
+  // docs/numerics.md §2.4: low = 10, high = 23; i <= 10 unchanged, i >= 23 divided by 40.
   check_yarn(kV32Table, 10, 23);
 }
 
 TEST(RopeFrequencies, V4CompressedYarnRampsFrom15To25) {
-  // NUMERICS §3.2: theta 160000, factor 16, original 65536 -> low = 15, high = 25.
+  // docs/numerics.md §3.2: theta 160000, factor 16, original 65536 -> low = 15, high = 25.
   check_yarn(kV4Table, 15, 25);
 }
 
@@ -702,7 +702,7 @@ TEST(NormStage, LayerNormWithinDerivedFp32BoundOfExact) {
 
 TEST(NormStage, Sm90RsqrtChangesNormBitsOnSomeInputs) {
   // With the measured rsqrtf model, RMSNorm differs from the correctly rounded one on
-  // some inputs (21.7% of rsqrt arguments differ; NUMERICS §6.4), and never by more
+  // some inputs (21.7% of rsqrt arguments differ; docs/numerics.md §6.4), and never by more
   // than the product of a 2-ulp rsqrt error through two fp32 multiplies.
   std::mt19937 rng(41);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -884,7 +884,7 @@ TEST(RsqrtCorrectlyRounded, LiesStrictlyBetweenNeighbourMidpoints) {
 }
 
 TEST(RsqrtSm90Model, ReproducesTheMeasuredFactsOfNumerics64) {
-  // NUMERICS §6.4 (a measurement independent of this table's loader): on [1, 4) sm_90
+  // docs/numerics.md §6.4 (a measurement independent of this table's loader): on [1, 4) sm_90
   // rsqrtf differs from the correctly rounded value on 3,634,130 of 16,777,216 inputs,
   // 3,634,122 by 1 ulp and 8 by 2 ulp, none by more; the first differing input is
   // 0x3f800001.
