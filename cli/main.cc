@@ -1,4 +1,6 @@
-// File: main.cc — `dsa-fidelity`, the command line (DESIGN.md "Command line").
+// File: main.cc — `dsa-fidelity`, the command line (docs/design.md "Command line").
+// Thin: parse the arguments, call the oracle, print its typed results; the result files
+// are written by oracle/results_io.h.
 // Exit codes: 0 pass, 1 a verdict failed, 2 bad input / usage / environment.
 #include <unistd.h>
 
@@ -7,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -22,7 +23,7 @@
 #include "fixtures/study_inputs.h"
 #include "fixtures/untrusted.h"
 #include "oracle/selftest.h"
-#include "oracle/study.h"
+#include "oracle/study.h"  // sweep, needle and their result files (results_io.h)
 #include "oracle/verify.h"
 #include "reference/error.h"
 #include "reference/recipe.h"
@@ -67,18 +68,15 @@ int cmd_selftest(int threads, const std::string& json_path) {
     std::fflush(stdout);
   });
   int failed = 0, skipped = 0, passed = 0;
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& c : checks) {
-    (c.skipped ? skipped : c.mismatches ? failed : passed) += 1;
-    out.push_back({{"check", c.name}, {"oracle", c.oracle}, {"cases", c.cases},
-                   {"mismatches", c.mismatches}, {"skipped", c.skipped}, {"note", c.note},
-                   {"seconds", c.seconds}});
-  }
+  for (const auto& c : checks) (c.skipped ? skipped : c.mismatches ? failed : passed) += 1;
   fmt::print("selftest: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
-  if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+  // The exit code reflects the checks only: a --json file that cannot be written is not
+  // reported.
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << dsaf::oracle::json_file_text(dsaf::oracle::selftest_to_json(checks));
+  }
   return failed ? kExitVerdictFailed : kExitPass;
 }
-
 
 // Recipes by name: presets plus those of an optional recipe file.
 std::vector<dsaf::ref::Recipe> resolve_recipes(const std::string& names, const std::string& file) {
@@ -112,13 +110,6 @@ dsaf::oracle::Progress progress_line(const char* what) {
   };
 }
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!(out << text)) {
-    throw dsaf::Error(dsaf::ErrorKind::kEnvironment, "cannot write '" + path.string() + "'");
-  }
-}
-
 std::filesystem::path prepare_out(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -132,8 +123,7 @@ std::string context_label(int64_t n) {
 
 int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_dir,
               const std::string& command_line) {
-  nlohmann::json result = dsaf::oracle::run_sweep(config, progress_line("sweep"));
-  result["command"] = command_line;
+  const dsaf::oracle::SweepResult result = dsaf::oracle::run_sweep(config, progress_line("sweep"));
   // Table: mean recall@K (p1 in brackets) per recipe and context.
   fmt::print("recall@{} vs exact (mean [p1]) — {} activations, {} queries x {} seed(s)\n",
              config.topk,
@@ -142,39 +132,22 @@ int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_di
   fmt::print("{:<28}", "recipe");
   for (int64_t n : config.contexts) fmt::print("{:>18}", context_label(n));
   fmt::print("\n");
-  std::string csv = "recipe,context,variant_of,stage,recall_mean,recall_p1,recall_worst,jaccard_mean,"
-                    "tie_aware_recall_mean,value_recall_mean,mass_recall_mean,kendall_tau_mean,"
-                    "page_recall_mean,threshold_valid_fraction\n";
   std::string last;
-  for (const auto& row : result["rows"]) {
-    const auto& m = row["metrics"];
-    const std::string name = row["recipe"];
-    if (name != last) fmt::print("{}{:<28}", last.empty() ? "" : "\n", name);
-    last = name;
-    fmt::print("{:>18}", fmt::format("{:.4f} [{:.4f}]", m["recall"]["mean"].get<double>(),
-                                     m["recall"]["p1"].get<double>()));
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", name, row["context"].get<int64_t>(),
-                       row.value("variant_of", ""), row.value("stage", ""),
-                       m["recall"]["mean"].get<double>(), m["recall"]["p1"].get<double>(),
-                       m["recall"]["worst"].get<double>(), m["jaccard"]["mean"].get<double>(),
-                       m["tie_aware_recall"]["mean"].get<double>(),
-                       m["value_recall"]["mean"].get<double>(), m["mass_recall"]["mean"].get<double>(),
-                       m["kendall_tau"]["mean"].get<double>(), m["page_recall"]["mean"].get<double>(),
-                       m["threshold_valid_fraction"].get<double>());
+  for (const dsaf::oracle::SweepRow& row : result.rows) {
+    if (row.recipe != last) fmt::print("{}{:<28}", last.empty() ? "" : "\n", row.recipe);
+    last = row.recipe;
+    fmt::print("{:>18}", fmt::format("{:.4f} [{:.4f}]", row.metrics.recall.mean, row.metrics.recall.p1));
   }
   fmt::print("\n");
-  if (!result["attribution"].empty()) {
+  if (!result.attribution.empty()) {
     fmt::print("\nstage attribution: recall loss accounted for by each stage (loss - loss with the stage exact)\n");
-    for (const auto& a : result["attribution"]) {
-      fmt::print("  {:<20} {:>6} {:<12} {:+.5f} of {:.5f}\n", a["recipe"].get<std::string>(),
-                 context_label(a["context"].get<int64_t>()), a["stage"].get<std::string>(),
-                 a["accounted"].get<double>(), a["recall_loss"].get<double>());
+    for (const dsaf::oracle::StageAttribution& a : result.attribution) {
+      fmt::print("  {:<20} {:>6} {:<12} {:+.5f} of {:.5f}\n", a.recipe, context_label(a.context), a.stage,
+                 a.accounted, a.recall_loss);
     }
   }
   if (!out_dir.empty()) {
-    const auto dir = prepare_out(out_dir);
-    write_file(dir / "sweep.json", result.dump(2) + "\n");
-    write_file(dir / "sweep.csv", csv);
+    dsaf::oracle::write_sweep_files(prepare_out(out_dir), result, command_line);
     fmt::print("wrote {}/sweep.json and sweep.csv\n", out_dir);
   }
   return kExitPass;
@@ -182,38 +155,28 @@ int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_di
 
 int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_dir,
                const std::string& command_line) {
-  nlohmann::json result = dsaf::oracle::run_needle(config, progress_line("needle"));
-  result["command"] = command_line;
+  const dsaf::oracle::NeedleResult result = dsaf::oracle::run_needle(config, progress_line("needle"));
   fmt::print("needle retention in top-{} (% of {} depths x {} trials), {} activations\n", config.topk,
              config.depths.size(), config.source ? 1 : config.trials,
              config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind));
-  std::string csv = "recipe,context,margin_sigma,cases,retention,rank_p50,rank_worst\n";
   for (double margin : config.margins) {
     fmt::print("\nmargin {} sigma above the K-th exact score\n{:<20}", margin, "recipe");
     for (int64_t n : config.contexts) fmt::print("{:>8}", context_label(n));
     for (const auto& r : config.recipes) {
       fmt::print("\n{:<20}", r.name);
-      for (const auto& row : result["summary"]) {
-        if (row["recipe"] != r.name || row["margin"] != margin) continue;
-        if (row["cases"].get<int64_t>() == 0) {
+      for (const dsaf::oracle::NeedleSummaryRow& row : result.summary) {
+        if (row.recipe != r.name || row.margin != margin) continue;
+        if (row.cases == 0) {
           fmt::print("{:>8}", "-");
         } else {
-          fmt::print("{:>7.0f}%", 100.0 * row["retention"].get<double>());
+          fmt::print("{:>7.0f}%", 100.0 * row.retention);
         }
       }
     }
     fmt::print("\n");
   }
-  for (const auto& row : result["summary"]) {
-    csv += fmt::format("{},{},{},{},{},{},{}\n", row["recipe"].get<std::string>(),
-                       row["context"].get<int64_t>(), row["margin"].get<double>(),
-                       row["cases"].get<int64_t>(), row["retention"].get<double>(),
-                       row["rank_p50"].get<double>(), row["rank_worst"].get<double>());
-  }
   if (!out_dir.empty()) {
-    const auto dir = prepare_out(out_dir);
-    write_file(dir / "needle.json", result.dump(2) + "\n");
-    write_file(dir / "needle.csv", csv);
+    dsaf::oracle::write_needle_files(prepare_out(out_dir), result, command_line);
     fmt::print("\nwrote {}/needle.json and needle.csv\n", out_dir);
   }
   return kExitPass;
@@ -293,7 +256,7 @@ int cmd_verify(const dsaf::ref::Recipe& recipe, const std::string& kernel_spec, 
     j["seed"] = seed;
     j["pass"] = report.pass;
     j["command"] = command_line;
-    write_file(json_path, j.dump(2) + "\n");
+    dsaf::oracle::write_text_file(json_path, dsaf::oracle::json_file_text(j));
   }
   if (!report.pass) {
     fmt::print("FAILED. Reproduce: dsa-fidelity verify --kernel {} --recipe {} --cases {} --seed {}\n",

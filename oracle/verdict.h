@@ -1,5 +1,5 @@
 // File: verdict.h
-// The three-level verdicts of VERIFICATION.md §8, plus run-to-run determinism, for any
+// The three-level verdicts of docs/verification.md §8, plus run-to-run determinism, for any
 // pair of tensors or cache buffers ("expected" = the reference, "actual" = the
 // implementation under test):
 //  1. byte-exact: DeepGEMM's assert_bitwise_equal, and for a paged index-K cache the
@@ -13,6 +13,8 @@
 //  3. metric-level: DeepGEMM calc_diff and cosine similarity, for comparability only.
 // Budgets are parameters whose defaults are zero: the default verdict is exact.
 // Every result has `pass` and `describe()`, one readable paragraph.
+// One source file per section: verdict_bytes.cc, verdict_ulp.cc, verdict_metric.cc,
+// verdict_determinism.cc.
 #pragma once
 
 #include <cstdint>

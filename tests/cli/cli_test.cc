@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
@@ -115,6 +117,60 @@ TEST(CliStudies, SmallNeedleAndSweepRunAndWriteResults) {
   std::string header;
   std::getline(sweep_csv, header);
   EXPECT_EQ(header.rfind("recipe,context,", 0), 0u);
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The JSON and CSV of a study describe the same rows, and the JSON names the command.
+TEST(CliStudies, ResultFilesAgreeAndNameTheCommand) {
+  const std::string dir = testing::TempDir() + "dsaf_cli_results";
+  const std::string sweep_args =
+      "sweep --recipes dsv32-ref --context 256 --queries 2 --topk 8 --heads 4 --attribution --out " + dir;
+  CliRun r = run(sweep_args);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("stage attribution"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote " + dir + "/sweep.json and sweep.csv"), std::string::npos) << r.out;
+  std::ifstream sweep_json(dir + "/sweep.json");
+  const nlohmann::json s = nlohmann::json::parse(sweep_json);
+  EXPECT_EQ(s["command"], "dsa-fidelity " + sweep_args);
+  const std::vector<std::string> sweep_csv = lines_of(dir + "/sweep.csv");
+  ASSERT_EQ(sweep_csv.size(), s["rows"].size() + 1);
+  for (size_t i = 0; i < s["rows"].size(); ++i) {
+    const nlohmann::json& row = s["rows"][i];
+    const std::string prefix = row["recipe"].get<std::string>() + ",256," + row.value("variant_of", "") + "," +
+                               row.value("stage", "") + ",";
+    EXPECT_EQ(sweep_csv[i + 1].rfind(prefix, 0), 0u) << sweep_csv[i + 1];
+  }
+  EXPECT_FALSE(s["attribution"].empty());
+
+  const std::string needle_args =
+      "needle --recipes exact,dsv32-ref --context 256 --topk 8 --heads 4 --trials 1 --depths 0.5 "
+      "--margins 0.5,2 --out " + dir;
+  r = run(needle_args);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream needle_json(dir + "/needle.json");
+  const nlohmann::json n = nlohmann::json::parse(needle_json);
+  EXPECT_EQ(n["command"], "dsa-fidelity " + needle_args);
+  const std::vector<std::string> needle_csv = lines_of(dir + "/needle.csv");
+  ASSERT_EQ(needle_csv.size(), n["summary"].size() + 1);
+  EXPECT_EQ(needle_csv[0], "recipe,context,margin_sigma,cases,retention,rank_p50,rank_worst");
+  EXPECT_EQ(needle_csv[1].rfind("exact,256,0.5,", 0), 0u) << needle_csv[1];
+}
+
+// A result file that cannot be written: exit 2, one line naming it.
+TEST(CliStudies, UnwritableResultFileExitsTwo) {
+  const std::string dir = testing::TempDir() + "dsaf_cli_unwritable";
+  std::filesystem::create_directories(dir + "/sweep.json");  // a folder where the file goes
+  const CliRun r =
+      run_capturing_stderr("sweep --recipes exact --context 64 --queries 1 --topk 4 --heads 2 --out " + dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("cannot write '" + dir + "/sweep.json'"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
 }  // namespace

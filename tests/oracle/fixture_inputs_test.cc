@@ -175,21 +175,21 @@ TEST(FixtureInputs, SweepRunsOnAFixtureAndTheOracleIsPerfect) {
   c.topk = 16;
   c.threads = 2;
   c.source = activations_from_hidden_states(w, h.x, h.qr, {}, {{"fixture", "test"}});
-  const nlohmann::json r = run_sweep(c, nullptr);
-  EXPECT_EQ(r["activations"]["fixture"], "test");
-  EXPECT_TRUE(r["seeds"].empty());
-  ASSERT_EQ(r["rows"].size(), 4u);
-  for (const auto& row : r["rows"]) {
-    EXPECT_EQ(row["metrics"]["rows"], 4);
-    if (row["recipe"] == "exact") {
-      EXPECT_EQ(row["metrics"]["recall"]["worst"], 1.0);
+  const SweepResult r = run_sweep(c, nullptr);
+  EXPECT_EQ(r.activations["fixture"], "test");
+  EXPECT_TRUE(r.seeds.empty());
+  ASSERT_EQ(r.rows.size(), 4u);
+  for (const SweepRow& row : r.rows) {
+    EXPECT_EQ(row.metrics.recall.rows, 4);
+    if (row.recipe == "exact") {
+      EXPECT_EQ(row.metrics.recall.worst, 1.0);
     }
   }
   // The same activations captured as projections give the same study.
   SweepConfig copy = c;
   copy.source = recorded_copy(*c.source, w);
-  nlohmann::json r2 = run_sweep(copy, nullptr);
-  EXPECT_EQ(r2["rows"], r["rows"]);
+  const SweepResult r2 = run_sweep(copy, nullptr);
+  EXPECT_EQ(sweep_to_json(r2)["rows"], sweep_to_json(r)["rows"]);
 
   c.contexts = {301};
   expect_error(ErrorKind::kUsage, [&] { run_sweep(c, nullptr); }, "context 301 exceeds the fixture's 300 tokens");
@@ -206,14 +206,16 @@ TEST(FixtureInputs, NeedleRunsOnAFixtureWithOneTrial) {
   c.trials = 3;  // ignored with a fixture
   c.topk = 16;
   c.source = activations_from_hidden_states(w, h.x, h.qr);
-  const nlohmann::json r = run_needle(c, nullptr);
-  EXPECT_EQ(r["trials"], 1);
-  EXPECT_EQ(r["activations"]["kind"], "fixture");
-  ASSERT_EQ(r["cases"].size(), 2u);
-  for (const auto& rec : r["cases"]) {
-    EXPECT_EQ(rec["trial"], 1);
-    if (rec["reachable"].get<bool>()) {
-      EXPECT_TRUE(rec["recipes"]["exact"]["retained"].get<bool>());
+  const NeedleResult r = run_needle(c, nullptr);
+  EXPECT_EQ(r.trials, 1);
+  EXPECT_EQ(r.activations["kind"], "fixture");
+  ASSERT_EQ(r.cases.size(), 2u);
+  for (const NeedleCase& rec : r.cases) {
+    EXPECT_EQ(rec.trial, 1);
+    if (rec.reachable) {
+      ASSERT_FALSE(rec.recipes.empty());
+      EXPECT_EQ(rec.recipes.front().recipe, "exact");
+      EXPECT_TRUE(rec.recipes.front().retained);
     }
   }
 }

@@ -1,5 +1,5 @@
 // The sweep and needle studies on small contexts: invariants that must hold whatever
-// the activations are.
+// the activations are; and the keys of their result files (results_io.h).
 #include "oracle/study.h"
 
 #include <algorithm>
@@ -48,12 +48,19 @@ TEST(Sweep, ExactRecipeAgainstItsOracleHasPerfectMetrics) {
   c.queries = 4;
   c.topk = 32;
   c.activations = small_spec(ActivationKind::kGaussian);
-  const nlohmann::json r = run_sweep(c, nullptr);
-  ASSERT_EQ(r["rows"].size(), 1u);
-  const auto& m = r["rows"][0]["metrics"];
-  EXPECT_EQ(m["recall"]["worst"], 1.0);
-  EXPECT_EQ(m["mass_recall"]["worst"], 1.0);
-  EXPECT_EQ(m["rows"], 4);
+  const SweepResult r = run_sweep(c, nullptr);
+  ASSERT_EQ(r.rows.size(), 1u);
+  const Aggregate& m = r.rows[0].metrics;
+  EXPECT_EQ(m.recall.worst, 1.0);
+  EXPECT_EQ(m.mass_recall.worst, 1.0);
+  EXPECT_EQ(m.recall.rows, 4);
+  EXPECT_TRUE(r.rows[0].variant_of.empty());
+  EXPECT_TRUE(r.attribution.empty());
+  // Every finite (row, key) pair lands in the ulp histogram: 4 rows over keys 0..t.
+  ASSERT_EQ(r.rows[0].score_ulp_histogram.size(), static_cast<size_t>(kUlpBuckets));
+  int64_t pairs = 0;
+  for (int64_t count : r.rows[0].score_ulp_histogram) pairs += count;
+  EXPECT_GT(pairs, 4 * 128);
 }
 
 TEST(Sweep, QuantisedRecipeLosesSomethingAndAttributionNamesStages) {
@@ -66,14 +73,25 @@ TEST(Sweep, QuantisedRecipeLosesSomethingAndAttributionNamesStages) {
   c.attribution = true;
   c.activations = small_spec(ActivationKind::kOutliers);
   c.threads = 2;
-  const nlohmann::json r = run_sweep(c, nullptr);
-  const double recall = r["rows"][0]["metrics"]["recall"]["mean"];
+  const SweepResult r = run_sweep(c, nullptr);
+  const double recall = r.rows[0].metrics.recall.mean;
   EXPECT_LT(recall, 1.0);  // fp8 keys and queries cost some recall
   EXPECT_GT(recall, 0.5);
   std::vector<std::string> stages;
-  for (const auto& a : r["attribution"]) stages.push_back(a["stage"]);
+  for (const StageAttribution& a : r.attribution) {
+    stages.push_back(a.stage);
+    EXPECT_EQ(a.recipe, "dsv32-ref");
+    EXPECT_EQ(a.recall_loss, 1.0 - recall);
+    EXPECT_EQ(a.accounted, a.recall_loss - a.recall_loss_with_stage_exact);
+  }
   EXPECT_EQ(stages, (std::vector<std::string>{"norm", "rope", "hadamard", "key-quant",
                                               "query-quant", "score"}));
+  // The variants' rows follow their recipe's, named "<recipe>~<stage>".
+  ASSERT_EQ(r.rows.size(), 7u);
+  for (size_t i = 1; i < r.rows.size(); ++i) {
+    EXPECT_EQ(r.rows[i].variant_of, "dsv32-ref");
+    EXPECT_EQ(r.rows[i].recipe, "dsv32-ref~" + r.rows[i].stage);
+  }
 }
 
 TEST(Needle, TheOracleKeepsEveryNeedleWithPositiveMargin) {
@@ -85,19 +103,27 @@ TEST(Needle, TheOracleKeepsEveryNeedleWithPositiveMargin) {
   c.trials = 2;
   c.topk = 32;
   c.activations = small_spec(ActivationKind::kOutliers);
-  const nlohmann::json r = run_needle(c, nullptr);
+  const NeedleResult r = run_needle(c, nullptr);
   int reachable = 0;
-  for (const auto& rec : r["cases"]) {
-    if (!rec["reachable"].get<bool>()) continue;
+  for (const NeedleCase& rec : r.cases) {
+    if (!rec.reachable) continue;
     ++reachable;
-    EXPECT_LE(rec["exact_rank"].get<int>(), 32);
-    EXPECT_GE(rec["achieved_margin"].get<double>(), rec["margin"].get<double>());
-    EXPECT_TRUE(rec["recipes"]["exact"]["retained"].get<bool>());
+    EXPECT_LE(rec.exact_rank, 32);
+    EXPECT_GE(rec.achieved_margin, rec.margin);
+    const auto exact = std::find_if(rec.recipes.begin(), rec.recipes.end(),
+                                    [](const NeedleOutcome& o) { return o.recipe == "exact"; });
+    ASSERT_NE(exact, rec.recipes.end());
+    EXPECT_TRUE(exact->retained);
+    EXPECT_EQ(exact->retained, exact->rank <= 32);
   }
   EXPECT_GT(reachable, 0);
-  for (const auto& s : r["summary"]) {
-    if (s["recipe"] == "exact") {
-      EXPECT_EQ(s["retention"], 1.0);
+  // 2 trials x 3 depths x 2 margins for each oracle.
+  EXPECT_FALSE(r.cases.empty());
+  EXPECT_EQ(r.cases.size() % (2u * 3u * 2u), 0u);
+  ASSERT_EQ(r.summary.size(), 2u * 2u);  // recipes x margins (one context)
+  for (const NeedleSummaryRow& s : r.summary) {
+    if (s.recipe == "exact") {
+      EXPECT_EQ(s.retention, 1.0);
     }
   }
 }
@@ -112,6 +138,139 @@ TEST(Needle, RejectsBadConfigurations) {
   c.depths = {0.5};
   c.contexts = {1};
   EXPECT_THROW(run_needle(c, nullptr), Error);
+}
+
+TEST(ResultsIo, SweepJsonAndCsvHaveTheFormatsKeysAndColumns) {
+  SweepConfig c;
+  c.recipes = {ref::preset("dsv32-ref")};
+  c.contexts = {128, 256};
+  c.seeds = {1, 2};
+  c.queries = 2;
+  c.topk = 8;
+  c.attribution = true;
+  c.activations = small_spec(ActivationKind::kGaussian);
+  const SweepResult r = run_sweep(c, nullptr);
+  const nlohmann::json j = sweep_to_json(r, "dsa-fidelity sweep --test");
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : j.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"activations", "attribution", "command", "kind", "page_size",
+                                            "queries_per_context_and_seed", "query_positions", "rows",
+                                            "score_ulp_histogram", "seeds", "topk"}));
+  EXPECT_EQ(j["kind"], "sweep");
+  EXPECT_EQ(j["command"], "dsa-fidelity sweep --test");
+  EXPECT_EQ(j["seeds"], (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(j["activations"]["generator"], "gaussian");
+  EXPECT_FALSE(sweep_to_json(r).contains("command"));
+  ASSERT_EQ(j["rows"].size(), r.rows.size());
+  const nlohmann::json& given = j["rows"][0];
+  EXPECT_FALSE(given.contains("variant_of"));
+  EXPECT_FALSE(given.contains("stage"));
+  for (const char* key : {"recipe", "context", "metrics", "score_ulp_histogram"}) {
+    EXPECT_TRUE(given.contains(key)) << key;
+  }
+  for (const char* key : {"recall", "jaccard", "tie_aware_recall", "value_recall", "mass_recall",
+                          "kendall_tau", "page_recall"}) {
+    for (const char* stat : {"mean", "p1", "p50", "worst"}) {
+      EXPECT_TRUE(given["metrics"][key].contains(stat)) << key << " " << stat;
+    }
+  }
+  EXPECT_EQ(given["metrics"]["rows"], 4);  // 2 queries x 2 seeds
+  EXPECT_EQ(given["metrics"]["recall"]["mean"], r.rows[0].metrics.recall.mean);
+  EXPECT_TRUE(given["metrics"].contains("threshold_valid_fraction"));
+  EXPECT_TRUE(given["metrics"].contains("changed_histogram"));
+  const nlohmann::json& variant = j["rows"][2];
+  EXPECT_EQ(variant["variant_of"], "dsv32-ref");
+  EXPECT_EQ(variant["stage"], "norm");
+  ASSERT_FALSE(j["attribution"].empty());
+  for (const char* key : {"recipe", "context", "stage", "recall_loss", "recall_loss_with_stage_exact",
+                          "accounted"}) {
+    EXPECT_TRUE(j["attribution"][0].contains(key)) << key;
+  }
+
+  const std::string csv = sweep_to_csv(r);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "recipe,context,variant_of,stage,recall_mean,recall_p1,recall_worst,jaccard_mean,"
+            "tie_aware_recall_mean,value_recall_mean,mass_recall_mean,kendall_tau_mean,"
+            "page_recall_mean,threshold_valid_fraction");
+  EXPECT_EQ(static_cast<size_t>(std::count(csv.begin(), csv.end(), '\n')), r.rows.size() + 1);
+  EXPECT_NE(csv.find("\ndsv32-ref,128,,,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\ndsv32-ref~norm,128,dsv32-ref,norm,"), std::string::npos) << csv;
+}
+
+TEST(ResultsIo, NeedleJsonAndCsvHaveTheFormatsKeysAndColumns) {
+  NeedleConfig c;
+  c.recipes = {ref::preset("exact"), ref::preset("dsv32-ref")};
+  c.contexts = {256};
+  c.depths = {0.5};
+  c.margins = {0.5, 1000.0};  // the second is out of reach
+  c.trials = 1;
+  c.topk = 8;
+  c.activations = small_spec(ActivationKind::kGaussian);
+  const NeedleResult r = run_needle(c, nullptr);
+  const nlohmann::json j = needle_to_json(r, "dsa-fidelity needle --test");
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : j.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"activations", "cases", "command", "depths", "kind",
+                                            "margins_in_sigma", "query", "summary", "topk", "trials"}));
+  EXPECT_EQ(j["kind"], "needle");
+  EXPECT_EQ(j["trials"], 1);
+  ASSERT_EQ(j["cases"].size(), r.cases.size());
+  bool saw_reachable = false, saw_unreachable = false;
+  for (size_t i = 0; i < r.cases.size(); ++i) {
+    const nlohmann::json& rec = j["cases"][i];
+    for (const char* key : {"context", "trial", "depth", "position", "margin", "tau", "sigma",
+                            "model_recipes", "reachable"}) {
+      EXPECT_TRUE(rec.contains(key)) << key;
+    }
+    EXPECT_EQ(rec["reachable"], r.cases[i].reachable);
+    if (r.cases[i].reachable) {
+      saw_reachable = true;
+      for (const char* key : {"beta", "needle_exact_score", "achieved_margin", "exact_rank", "recipes"}) {
+        EXPECT_TRUE(rec.contains(key)) << key;
+      }
+      EXPECT_FALSE(rec.contains("best_exact_score_found"));
+      for (const NeedleOutcome& o : r.cases[i].recipes) {
+        EXPECT_EQ(rec["recipes"][o.recipe]["rank"], o.rank);
+        EXPECT_EQ(rec["recipes"][o.recipe]["retained"], o.retained);
+        EXPECT_EQ(rec["recipes"][o.recipe]["score"], o.score);
+      }
+    } else {
+      saw_unreachable = true;
+      EXPECT_TRUE(rec.contains("best_exact_score_found"));
+      EXPECT_TRUE(rec.contains("lowest_exact_score_found"));
+      EXPECT_FALSE(rec.contains("recipes"));
+      EXPECT_FALSE(rec.contains("beta"));
+    }
+  }
+  EXPECT_TRUE(saw_reachable);
+  EXPECT_TRUE(saw_unreachable);
+  ASSERT_EQ(j["summary"].size(), 4u);
+  for (const char* key : {"recipe", "context", "margin", "cases", "unreachable", "retention", "rank_p50",
+                          "rank_worst"}) {
+    EXPECT_TRUE(j["summary"][0].contains(key)) << key;
+  }
+  EXPECT_TRUE(j["summary"][0]["rank_p50"].is_number_float());
+
+  const std::string csv = needle_to_csv(r);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "recipe,context,margin_sigma,cases,retention,rank_p50,rank_worst");
+  EXPECT_NE(csv.find("\nexact,256,0.5,1,1,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\nexact,256,1000,0,0,0,0\n"), std::string::npos) << csv;
+}
+
+TEST(ResultsIo, SelftestJsonNamesEveryField) {
+  SelftestCheck check;
+  check.name = "e4m3fn encode";
+  check.oracle = "brute force";
+  check.cases = 10;
+  check.mismatches = 1;
+  check.note = "first at 0x1";
+  check.seconds = 0.5;
+  const nlohmann::json j = selftest_to_json({check});
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(json_file_text(j),
+            "[\n  {\n    \"cases\": 10,\n    \"check\": \"e4m3fn encode\",\n    \"mismatches\": 1,\n"
+            "    \"note\": \"first at 0x1\",\n    \"oracle\": \"brute force\",\n    \"seconds\": 0.5,\n"
+            "    \"skipped\": false\n  }\n]\n");
 }
 
 TEST(StageVariants, CoverTheRecipesLossyStagesOnly) {

@@ -1,0 +1,277 @@
+// File: needle.cc — the needle study (needle.h, docs/needle.md).
+#include "oracle/needle.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <utility>
+
+#include "oracle/study_internal.h"
+#include "reference/error.h"
+#include "reference/pipeline.h"
+#include "reference/score.h"
+
+namespace dsaf::oracle {
+namespace {
+
+using ref::kHeadDim;
+using ref::Recipe;
+using namespace study_detail;
+
+// A recipe's query and its scores of the unmodified keys (the needle replaces one).
+struct Scored {
+  const Recipe* recipe;
+  ref::PreparedQuery query;
+  std::vector<double> scores;
+};
+
+double single_score(const Recipe& r, const ref::PreparedQuery& q, const ref::StoredHead& head) {
+  ref::KeyMatrix one;
+  one.append(head);
+  return ref::index_scores(q, one, 1, r.score)[0];
+}
+
+// The cases of one context and trial for the recipes that share one exact oracle
+// (`members`), appended to `cases` per depth and margin.
+void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& members,
+                 const ActivationSource& acts, int64_t n, int trial, RopeTables& rope,
+                 std::vector<NeedleCase>& cases) {
+  const int K = config.topk;
+  const int64_t t = n - 1;  // the query is the last token and sees every key
+  const Recipe exact = ref::exact_of(*members.front());
+  const ref::RopeTable& exact_table = rope.get(exact.rope.table);
+  std::vector<std::string> model_names;
+  for (const Recipe* r : members) model_names.push_back(r->name);
+  const ref::KeyMatrix exact_keys = build_keys(exact, acts, n, exact_table, config.threads);
+  const ref::PreparedQuery exact_q = build_query(exact, acts, t, exact_table);
+  const std::vector<double> exact_scores = ref::index_scores(exact_q, exact_keys, n, exact.score);
+  std::vector<Scored> scored;
+  for (const Recipe* r : members) {
+    const ref::RopeTable& table = rope.get(r->rope.table);
+    const ref::KeyMatrix keys = build_keys(*r, acts, n, table, config.threads);
+    ref::PreparedQuery q = build_query(*r, acts, t, table);
+    std::vector<double> s = ref::index_scores(q, keys, n, r->score);
+    scored.push_back({r, std::move(q), std::move(s)});
+  }
+  for (double depth : config.depths) {
+    const int64_t p = std::llround(depth * static_cast<double>(n - 1));
+    // tau: the K-th largest exact score among the other keys; sigma: their std.
+    std::vector<double> others;
+    others.reserve(n - 1);
+    for (int64_t s = 0; s < n; ++s) {
+      if (s != p) others.push_back(exact_scores[s]);
+    }
+    const int64_t k_eff = std::min<int64_t>(K, static_cast<int64_t>(others.size()));
+    std::nth_element(others.begin(), others.begin() + (k_eff - 1), others.end(), std::greater<>());
+    const double tau = others[k_eff - 1];
+    const double mean = std::accumulate(others.begin(), others.end(), 0.0) / others.size();
+    double var = 0.0;
+    for (double v : others) var += (v - mean) * (v - mean);
+    const double sigma = std::sqrt(var / others.size());
+    float original[kHeadDim], base[kHeadDim], donor_in[kHeadDim], needle[kHeadDim];
+    acts.key_input(p, original);
+    // The donor: of the kDonorCandidates keys with the highest exact scores at their
+    // own positions, the one that scores highest when placed at position p (RoPE
+    // makes a key's score depend on where it sits).
+    constexpr int kDonorCandidates = 1024;
+    std::vector<int64_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    const int64_t candidates = std::min<int64_t>(kDonorCandidates, n);
+    std::partial_sort(order.begin(), order.begin() + candidates, order.end(),
+                      [&](int64_t a, int64_t b) { return exact_scores[a] > exact_scores[b]; });
+    double donor_score = -INFINITY;
+    for (int64_t c = 0; c < candidates; ++c) {
+      if (order[c] == p) continue;
+      float candidate[kHeadDim];
+      acts.key_input(order[c], candidate);
+      const double at_p = single_score(exact, exact_q, key_of(exact, acts, candidate, p, exact_table));
+      if (at_p > donor_score) {
+        donor_score = at_p;
+        std::copy(candidate, candidate + kHeadDim, donor_in);
+      }
+    }
+    const auto needle_input = [&](double beta) {
+      for (int i = 0; i < kHeadDim; ++i) {
+        needle[i] = static_cast<float>((1.0 - beta) * base[i] + beta * donor_in[i]);
+      }
+    };
+    const auto exact_needle_score = [&](double beta) {
+      needle_input(beta);
+      return single_score(exact, exact_q, key_of(exact, acts, needle, p, exact_table));
+    };
+    // If even the best candidate falls short of the largest target, climb: coordinate
+    // ascent on the donor input (deterministic steps, shrinking), keeping improvements.
+    const double highest_target =
+        tau + *std::max_element(config.margins.begin(), config.margins.end()) * sigma;
+    double step = 0.0;
+    for (float v : donor_in) step = std::max(step, static_cast<double>(std::fabs(v)));
+    for (int it = 0; it < 4096 && donor_score < highest_target; ++it) {
+      const int i = it % kHeadDim;
+      if (i == 0 && it > 0) step *= 0.7;
+      for (double sign : {1.0, -1.0}) {
+        float trial_in[kHeadDim];
+        std::copy(donor_in, donor_in + kHeadDim, trial_in);
+        trial_in[i] = static_cast<float>(trial_in[i] + sign * step);
+        const double at_p = single_score(exact, exact_q, key_of(exact, acts, trial_in, p, exact_table));
+        if (at_p > donor_score) {
+          donor_score = at_p;
+          std::copy(trial_in, trial_in + kHeadDim, donor_in);
+          break;
+        }
+      }
+    }
+    // A low base: the original key at p, or, when that already scores high, the
+    // lowest-scoring (at p) of the kDonorCandidates lowest-scoring keys.
+    float low_base[kHeadDim];
+    std::copy(original, original + kHeadDim, low_base);
+    const double original_score = single_score(exact, exact_q, key_of(exact, acts, original, p, exact_table));
+    double low_score = original_score;
+    std::partial_sort(order.begin(), order.begin() + candidates, order.end(),
+                      [&](int64_t a, int64_t b) { return exact_scores[a] < exact_scores[b]; });
+    for (int64_t c = 0; c < candidates; ++c) {
+      float candidate[kHeadDim];
+      acts.key_input(order[c], candidate);
+      const double at_p = single_score(exact, exact_q, key_of(exact, acts, candidate, p, exact_table));
+      if (at_p < low_score) {
+        low_score = at_p;
+        std::copy(candidate, candidate + kHeadDim, low_base);
+      }
+    }
+    for (double margin : config.margins) {
+      const double target = tau + margin * sigma;
+      // Start from the original key when it lies below the target.
+      const float* start = original_score < target ? original : low_base;
+      std::copy(start, start + kHeadDim, base);
+      // Bracket f(lo) < target <= f(hi) along base -> donor, then bisect.
+      // The interpolation may extrapolate up to 64x past either end.
+      double lo = 0.0, hi = 1.0;
+      while (exact_needle_score(lo) >= target && lo > -64.0) lo = lo * 2.0 - 1.0;
+      while (exact_needle_score(hi) < target && hi < 64.0) hi *= 2.0;
+      NeedleCase record;
+      record.context = n;
+      record.trial = trial;
+      record.depth = depth;
+      record.position = p;
+      record.margin = margin;
+      record.tau = tau;
+      record.sigma = sigma;
+      record.model_recipes = model_names;
+      if (exact_needle_score(hi) < target || exact_needle_score(lo) >= target) {
+        record.reachable = false;
+        record.best_exact_score_found = std::max(exact_needle_score(hi), donor_score);
+        record.lowest_exact_score_found = std::min(exact_needle_score(lo), low_score);
+        cases.push_back(std::move(record));
+        continue;
+      }
+      for (int it = 0; it < 60; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        (exact_needle_score(mid) >= target ? hi : lo) = mid;
+      }
+      const double needle_exact = exact_needle_score(hi);  // leaves `needle` at hi
+      record.reachable = true;
+      record.beta = hi;
+      record.needle_exact_score = needle_exact;
+      record.achieved_margin = (needle_exact - tau) / sigma;
+      int64_t exact_rank = 1;
+      for (int64_t s = 0; s < n; ++s) {
+        if (s != p && (exact_scores[s] > needle_exact || (exact_scores[s] == needle_exact && s < p))) ++exact_rank;
+      }
+      record.exact_rank = exact_rank;
+      for (const Scored& sc : scored) {
+        const ref::RopeTable& table = rope.get(sc.recipe->rope.table);
+        const double s_needle = single_score(*sc.recipe, sc.query, key_of(*sc.recipe, acts, needle, p, table));
+        int64_t rank = 1;  // higher score first, then lower index (topk.h)
+        for (int64_t s = 0; s < n; ++s) {
+          if (s == p) continue;
+          if (sc.scores[s] > s_needle || (sc.scores[s] == s_needle && s < p)) ++rank;
+        }
+        record.recipes.push_back({sc.recipe->name, rank, rank <= K, s_needle});
+      }
+      cases.push_back(std::move(record));
+    }
+  }
+}
+
+// The outcome of recipe `name` in a case, or nullptr when the recipe is not one of the
+// case's model recipes. With two recipes of one name the later one counts (as the
+// result files, which key outcomes by name, keep it).
+const NeedleOutcome* outcome_of(const NeedleCase& c, const std::string& name) {
+  const NeedleOutcome* found = nullptr;
+  for (const NeedleOutcome& o : c.recipes) {
+    if (o.recipe == name) found = &o;
+  }
+  return found;
+}
+
+}  // namespace
+
+NeedleResult run_needle(const NeedleConfig& config, const Progress& progress) {
+  if (config.recipes.empty() || config.contexts.empty() || config.depths.empty() ||
+      config.margins.empty() || config.trials < 1 || config.topk < 1) {
+    throw Error(ErrorKind::kUsage, "needle: need recipes, contexts, depths, margins, trials >= 1, topk >= 1");
+  }
+  for (double d : config.depths) {
+    if (!(d >= 0.0 && d <= 1.0)) throw Error(ErrorKind::kUsage, "needle: depths must lie in [0, 1]");
+  }
+  check_contexts_fit(config.source, config.contexts, "needle");
+  // A fixture's activations are the same in every trial: one trial.
+  const int num_trials = config.source ? 1 : config.trials;
+  const int64_t max_n = *std::max_element(config.contexts.begin(), config.contexts.end());
+  RopeTables rope(max_n);
+  NeedleResult result;
+  const int64_t total = static_cast<int64_t>(config.contexts.size()) * num_trials;
+  int64_t done = 0;
+
+  for (int64_t n : config.contexts) {
+    if (n < 2) throw Error(ErrorKind::kUsage, "needle: context must be >= 2");
+    for (int trial = 1; trial <= num_trials; ++trial) {
+      const std::shared_ptr<const ActivationSource> source = activations_for(
+          config.source, config.activations, config.activations.seed * 1000003ull + static_cast<uint64_t>(trial));
+      // Group recipes by oracle: the needle is built against the oracle's scores.
+      std::map<std::string, std::vector<const Recipe*>> by_model;
+      for (const Recipe& r : config.recipes) by_model[exact_model_key(r)].push_back(&r);
+      for (const auto& [model, members] : by_model) {
+        study_model(config, members, *source, n, trial, rope, result.cases);
+      }
+      if (progress) progress(++done, total);
+    }
+  }
+
+  // Retention per (recipe, context, margin) over depths x trials.
+  for (const Recipe& r : config.recipes) {
+    for (int64_t n : config.contexts) {
+      for (double margin : config.margins) {
+        NeedleSummaryRow row;
+        row.recipe = r.name;
+        row.context = n;
+        row.margin = margin;  // row.unreachable stays 0 (NeedleSummaryRow says why)
+        int64_t kept = 0;
+        std::vector<double> ranks;
+        for (const NeedleCase& c : result.cases) {
+          if (c.context != n || c.margin != margin || !c.reachable) continue;
+          const NeedleOutcome* o = outcome_of(c, r.name);
+          if (o == nullptr) continue;
+          ++row.cases;
+          kept += o->retained;
+          ranks.push_back(static_cast<double>(o->rank));
+        }
+        std::sort(ranks.begin(), ranks.end());
+        row.retention = row.cases ? static_cast<double>(kept) / row.cases : 0.0;
+        row.rank_p50 = ranks.empty() ? 0.0 : ranks[(ranks.size() - 1) / 2];
+        row.rank_worst = ranks.empty() ? 0.0 : ranks.back();
+        result.summary.push_back(std::move(row));
+      }
+    }
+  }
+  result.topk = config.topk;
+  result.depths = config.depths;
+  result.margins_in_sigma = config.margins;
+  result.trials = num_trials;
+  result.activations = describe_activations(config.source, config.activations);
+  return result;
+}
+
+}  // namespace dsaf::oracle
