@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "reference/error.h"
 #include "reference/paged_cache.h"
 #include "reference/pipeline.h"
+#include "reference/recipe_fields.h"
 #include "reference/recipe_json.h"
 #include "reference/rope.h"
 
@@ -24,26 +27,6 @@ int64_t token_count(const KeyObservation& obs) {
 
 CacheOwnership owners_of(const KeyObservation& obs) {
   return {{obs.page_table}, {token_count(obs)}};
-}
-
-// "a.b: x -> y" for the fields where two recipes' JSON differ (names excluded).
-std::string describe_change(const Recipe& from, const Recipe& to) {
-  nlohmann::json a = ref::recipe_to_json(from), b = ref::recipe_to_json(to);
-  for (auto* j : {&a, &b}) {
-    j->erase("name");
-    j->erase("description");
-    j->erase("source");
-  }
-  std::string out;
-  for (const auto& op : nlohmann::json::diff(a, b)) {
-    const std::string path = op["path"];
-    const nlohmann::json::json_pointer ptr(path);
-    std::string dotted = path.substr(1);
-    std::replace(dotted.begin(), dotted.end(), '/', '.');
-    if (dotted == "cache_bytes_per_token") continue;
-    out += (out.empty() ? "" : "; ") + dotted + ": " + a.at(ptr).dump() + " -> " + b.at(ptr).dump();
-  }
-  return out;
 }
 
 }  // namespace
@@ -68,92 +51,40 @@ std::vector<uint8_t> expected_cache(const Recipe& recipe, const KeyObservation& 
 }
 
 std::vector<std::pair<std::string, Recipe>> single_field_changes(const Recipe& recipe) {
-  std::vector<Recipe> variants;
-  const auto with = [&](auto mutate) {
-    Recipe r = recipe;
-    mutate(r);
-    variants.push_back(r);
-  };
-  using ref::ContractedProduct;
-  using ref::ReductionOrder;
-  using ref::RsqrtKind;
-  using ref::ScaleApply;
-  using ref::ScaleDivisor;
-  using ref::ScalePow2;
-  for (auto order : {ReductionOrder::kSequential, ReductionOrder::kWarpTree}) {
-    with([&](Recipe& r) { r.key_norm.order = order; });
-  }
-  with([](Recipe& r) { r.key_norm.fma_contraction = !r.key_norm.fma_contraction; });
-  for (auto kind : {RsqrtKind::kCorrectlyRounded, RsqrtKind::kSm90Approx}) {
-    with([&](Recipe& r) { r.key_norm.rsqrt = kind; });
-  }
-  for (float eps : {1e-6f, 1e-5f}) with([&](Recipe& r) { r.key_norm.eps = eps; });
-  with([](Recipe& r) {
-    r.rope.pairing = r.rope.pairing == ref::RopePairing::kNeox ? ref::RopePairing::kInterleaved
-                                                                : ref::RopePairing::kNeox;
-  });
-  with([](Recipe& r) {
-    r.rope.placement = r.rope.placement == ref::RopePlacement::kLeading
-                           ? ref::RopePlacement::kTrailing
-                           : ref::RopePlacement::kLeading;
-  });
-  for (auto fma : {ContractedProduct::kNone, ContractedProduct::kFirst, ContractedProduct::kSecond}) {
-    with([&](Recipe& r) { r.rope.fma = fma; });
-  }
-  with([](Recipe& r) { r.hadamard = !r.hadamard; });
-  with([](Recipe& r) { r.key_rounding.input = !r.key_rounding.input; });
-  with([](Recipe& r) { r.key_rounding.norm = !r.key_rounding.norm; });
-  with([](Recipe& r) { r.key_rounding.rope = !r.key_rounding.rope; });
-  with([](Recipe& r) { r.key_rounding.hadamard = !r.key_rounding.hadamard; });
-  for (auto d : {ScaleDivisor::kDivide, ScaleDivisor::kTimesReciprocal}) {
-    with([&](Recipe& r) { r.key_quant.divisor = d; });
-  }
-  for (auto p : {ScalePow2::kNone, ScalePow2::kExponentBitsCeil, ScalePow2::kLog2Ceil}) {
-    with([&](Recipe& r) { r.key_quant.pow2 = p; });
-  }
-  for (auto a : {ScaleApply::kDivide, ScaleApply::kTimesReciprocal}) {
-    with([&](Recipe& r) { r.key_quant.apply = a; });
-  }
-  for (float floor : {1e-4f, 1e-10f}) with([&](Recipe& r) { r.key_quant.amax_floor = floor; });
-  with([](Recipe& r) {
-    r.key_quant.saturation = r.key_quant.saturation == ref::Saturation::kSatFinite
-                                 ? ref::Saturation::kNonSaturating
-                                 : ref::Saturation::kSatFinite;
-  });
-  with([](Recipe& r) {
-    r.key_quant.fp4_rounding = r.key_quant.fp4_rounding == ref::Rounding::kNearestEven
-                                   ? ref::Rounding::kNearestTiesTowardZero
-                                   : ref::Rounding::kNearestEven;
-  });
-  // The query path's fields (verify names query-side bugs with them too).
-  for (auto d : {ScaleDivisor::kDivide, ScaleDivisor::kTimesReciprocal}) {
-    with([&](Recipe& r) { r.query_quant.divisor = d; });
-  }
-  for (auto p : {ScalePow2::kNone, ScalePow2::kExponentBitsCeil, ScalePow2::kLog2Ceil}) {
-    with([&](Recipe& r) { r.query_quant.pow2 = p; });
-  }
-  for (auto a : {ScaleApply::kDivide, ScaleApply::kTimesReciprocal}) {
-    with([&](Recipe& r) { r.query_quant.apply = a; });
-  }
-  for (float floor : {1e-4f, 1e-10f}) with([&](Recipe& r) { r.query_quant.amax_floor = floor; });
-  with([](Recipe& r) { r.query_rounding.rope = !r.query_rounding.rope; });
-  with([](Recipe& r) { r.query_rounding.hadamard = !r.query_rounding.hadamard; });
-  with([](Recipe& r) {
-    r.weights_fold = r.weights_fold == ref::WeightsFold::kSeparateFactors ? ref::WeightsFold::kCombinedConstant
-                                                                           : ref::WeightsFold::kSeparateFactors;
-  });
   std::vector<std::pair<std::string, Recipe>> out;
-  for (Recipe& r : variants) {
-    const std::string change = describe_change(recipe, r);
-    if (change.empty()) continue;  // the alternative equals the recipe
+  const auto add = [&](Recipe r) {
+    const std::string change = ref::describe_field_changes(recipe, r);
+    if (change.empty()) return;  // the alternative equals the recipe
     try {
       r.validate();
     } catch (const Error&) {
-      continue;  // e.g. a power-of-two rule with a floor it cannot use
+      return;  // e.g. a power-of-two rule with a floor it cannot use
     }
     r.name = recipe.name + " [" + change + "]";
-    out.emplace_back(change, r);
-  }
+    out.emplace_back(change, std::move(r));
+  };
+  // Every other value of each detected field (reference/recipe_fields.h kDetected).
+  ref::for_each_field([&](const ref::FieldInfo& f, auto member) {
+    if (!f.has(ref::kDetected)) return;
+    using T = std::decay_t<decltype(member(recipe))>;
+    if constexpr (std::is_enum_v<T>) {
+      for (const auto& [value, name] : ref::enum_names(T{})) {
+        Recipe r = recipe;
+        member(r) = value;
+        add(std::move(r));
+      }
+    } else if constexpr (std::is_same_v<T, bool>) {
+      Recipe r = recipe;
+      member(r) = !member(r);
+      add(std::move(r));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      for (int i = 0; i < f.num_alternatives; ++i) {
+        Recipe r = recipe;
+        member(r) = static_cast<T>(f.alternatives[i]);
+        add(std::move(r));
+      }
+    }
+  });
   return out;
 }
 

@@ -1,5 +1,5 @@
 // File: detect.h
-// Recipe detection (DESIGN.md question 3: "which exact numeric variant does a kernel
+// Recipe detection (docs/design.md question 3: "which exact numeric variant does a kernel
 // implement?"). Given known key inputs and the paged index-K cache an unknown
 // implementation wrote from them, report which recipes reproduce the bytes exactly; for
 // the closest recipe that does not, its first differing byte (oracle/verdict.h locator)
@@ -48,8 +48,10 @@ std::vector<uint8_t> expected_cache(const ref::Recipe& recipe, const KeyObservat
 
 Detection detect_key_recipe(const KeyObservation& obs, const std::vector<ref::Recipe>& candidates);
 
-// Every single-field alternative of a recipe (key and query path fields), named by the
-// JSON path and values of the change; alternatives that fail Recipe::validate are left out.
+// Every single-field alternative of a recipe: each other value of every field the field
+// table marks kDetected (reference/recipe_fields.h), named by the field's path and both
+// values ("key_quant.apply: \"divide\" -> \"times_reciprocal\""); alternatives that fail
+// Recipe::validate are left out.
 std::vector<std::pair<std::string, ref::Recipe>> single_field_changes(const ref::Recipe& recipe);
 
 }  // namespace dsaf::oracle

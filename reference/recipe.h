@@ -1,8 +1,8 @@
 // File: recipe.h
 // A Recipe names every numeric choice of an indexer implementation as a value
-// (DESIGN.md "Recipes"). The reference pipeline reads only this struct; device kernels
-// receive the same struct, so both sides agree on *what* is computed while each keeps
-// its own arithmetic. This header holds declarations only — no arithmetic.
+// (docs/design.md "Recipes"). The reference pipeline reads only this struct; device
+// kernels receive its RecipeFields, so both sides agree on *what* is computed while each
+// keeps its own arithmetic. This header holds declarations only — no arithmetic.
 #pragma once
 
 #include <cstdint>
@@ -131,21 +131,20 @@ enum class MaskKind : uint8_t {
   kNone,    // decode: every cached key is valid
 };
 
-struct Recipe {
-  std::string name;
-  std::string description;
-  std::string source;  // spec/NUMERICS.md sections the preset follows
-
+// The numeric fields of a recipe: every choice the arithmetic reads, as plain data (no
+// strings), so that the device kernels receive this very struct. reference/recipe_fields.h
+// lists each field once (its JSON name, member and enum names) for JSON, detection, the
+// kernel ABI and the kernels' pinned paths; reference/presets.h holds the presets' values.
+struct RecipeFields {
   Compute compute = Compute::kFp32;
   IntermediateRounding key_rounding;
   IntermediateRounding query_rounding;
   NormSpec key_norm;  // the query path has no norm (q_norm sits before wq_b)
   RopeSpec rope;
-  bool hadamard = true;
-  // Hadamard scale 1/sqrt(128) as an fp32 constant: fl(2^-3.5) = 0x3db504f3.
+  bool hadamard = true;  // Sylvester H_128, then * fl(2^-3.5) = 0x3db504f3
   QuantSpec key_quant;
   QuantSpec query_quant;
-  // The head weight of head h folds the query's fp8 scale in (NUMERICS §2.7):
+  // The head weight of head h folds the query's fp8 scale in (docs/numerics.md §2.7):
   // w_h = wproj_h * H^-1/2 * D^-1/2 * q_scale_h in the order WeightsFold names; formats
   // whose scales are powers of two applied inside the dot (fp4) fold a factor 1.
   WeightsPrecision weights = WeightsPrecision::kFp32;
@@ -154,6 +153,13 @@ struct Recipe {
   MaskKind mask = MaskKind::kCausal;
   int topk = 2048;
   int page_size = 64;
+};
+
+// A named recipe: its fields, and where they come from.
+struct Recipe : RecipeFields {
+  std::string name;
+  std::string description;
+  std::string source;  // the upstream code the recipe models (docs/numerics.md sections)
 
   // Throws dsaf::Error(kBadInput) naming the field when the combination is invalid.
   void validate() const;
@@ -164,7 +170,7 @@ struct Recipe {
 // quantisation and exact score accumulation. The preset "exact" is exact_of(dsv32-ref).
 Recipe exact_of(const Recipe& recipe);
 
-// The nine presets of DESIGN.md, in its order.
+// The nine presets (docs/design.md), in its order; their fields are reference/presets.h.
 const std::vector<Recipe>& presets();
 // The preset with this name; throws dsaf::Error(kUsage) listing the names otherwise.
 const Recipe& preset(const std::string& name);

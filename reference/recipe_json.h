@@ -1,7 +1,8 @@
 // File: recipe_json.h
-// Recipes as JSON (DESIGN.md: "Users can define more recipes in a file (JSON) without
-// recompiling"). Field names are the Recipe member names; enums are lower-case strings
-// ("layernorm", "neox", "fp8_e4m3fn", ...). A user recipe may start from a preset:
+// Recipes as JSON (docs/design.md: "Users can define more recipes in a file (JSON) without
+// recompiling"). Field paths and enum names are those of the field table
+// (reference/recipe_fields.h: "key_quant.apply", "layernorm", "fp8_e4m3fn", ...). A user
+// recipe may start from a preset:
 //   { "base": "sglang-v4-fp8", "name": "my-kernel", "key_quant": { "apply": "divide" } }
 // Unknown fields and unknown enum values are errors that name the JSON path.
 #pragma once
@@ -18,6 +19,11 @@ namespace dsaf::ref {
 nlohmann::json recipe_to_json(const Recipe& recipe);
 // Throws dsaf::Error(kBadInput) with the path of the offending field.
 Recipe recipe_from_json(const nlohmann::json& json);
+// One field's value as JSON (an enum by its name), by its path in the field table.
+nlohmann::json field_value_json(const RecipeFields& recipe, const std::string& path);
+// "a.b: x -> y; c: u -> v" for every field where the two differ (values as JSON), in the
+// table's order; empty when none does.
+std::string describe_field_changes(const RecipeFields& from, const RecipeFields& to);
 // A file holding one recipe object or an array of them.
 std::vector<Recipe> load_recipe_file(const std::string& path);
 
