@@ -25,13 +25,13 @@ log="$out/gpu-tests.log"
 grep -E "exit|PASSED|FAILED|byte-exact|OK, passed|SUMMARY" "$log" | head -60
 "$build/bench/key_store_bench" "$out/key-store-bench.json"
 python3 bench/torch_key_path.py > "$out/torch-key-path.json" && cat "$out/torch-key-path.json"
-obj="$build/device/CMakeFiles/dsaf_device.dir/key_store.cu.o"
+obj="$build/device/CMakeFiles/dsaf_device.dir/key_store/key_store.cu.o"
 for lanes in 1 2; do  # the pinned sglang-v4-fp8 kernels: instruction mix and a profile
   sass="$out/key_store_sglang_v4_fp8_lanes$lanes.sass"
-  cuobjdump -sass "$obj" | awk -v pat="StorageFormatE3ELi${lanes}ENS0_15SglangV4" '/Function :/ {keep = index($0, pat) > 0} keep' > "$sass"
+  cuobjdump -sass "$obj" | awk -v pat="StorageFormatE3ELi${lanes}ELi0E" '/Function :/ {keep = index($0, pat) > 0} keep' > "$sass"
   echo "SASS instructions in key_store_kernel<fp8, $lanes, sglang-v4>: $(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$sass")"
   grep -oE '^ +/\*[0-9a-f]{4}\*/ +[A-Z0-9.]+' "$sass" | awk '{print $2}' | sed 's/\..*//' | sort | uniq -c | sort -rn | head -12
-  ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:StorageFormatE3ELi${lanes}ENS0_15SglangV4" \
+  ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:StorageFormatE3ELi${lanes}ELi0E" \
     --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats \
     "$build/bench/key_store_bench" /tmp/ncu-key.json sglang-v4-fp8 > "$out/ncu-key-store-fp8-lanes$lanes.txt" 2>&1

@@ -26,7 +26,7 @@ ncu --clock-control none --kernel-name regex:paged_logits_mma --launch-skip 3 --
   --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
   "$build/bench/paged_logits_bench" /tmp/ncu-logits.json > "$out/ncu-paged-logits-mma.txt" 2>&1
 echo "ncu exit $?"
-ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:StorageFormatE3ELi1ENS0_15SglangV4" \
+ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:StorageFormatE3ELi1ELi0E" \
   --launch-skip 3 --launch-count 1 $l2 --section SpeedOfLight --section Occupancy --section WarpStateStats \
   --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats \
   "$build/bench/key_store_bench" /tmp/ncu-key.json sglang-v4-fp8 > "$out/ncu-key-store-fp8-lanes1.txt" 2>&1

@@ -1,4 +1,4 @@
-// Key-path benchmark on the GPU: the fused key kernel (device/key_store.cu) at 1M tokens
+// Key-path benchmark on the GPU: the fused key kernel (device/key_store/) at 1M tokens
 // against the device-to-device copy bandwidth, and against the same pipeline as separate
 // kernels (norm, RoPE, Hadamard when the recipe has it, quantise+store; fp32 intermediates
 // in HBM).
@@ -21,7 +21,9 @@
 
 #include "bench/gpu_timing.h"
 #include "device/api.h"
-#include "device/head_pipeline.cuh"
+#include "device/head/head_io.cuh"
+#include "device/head/quantize.cuh"
+#include "device/head/transform.cuh"
 #include "reference/error.h"
 #include "reference/numeric/minifloat.h"
 #include "reference/recipe.h"
@@ -55,7 +57,7 @@ __global__ void stage_kernel(const dev::KeyStoreArgs a, const float* in, float* 
     dev::load_head<kLanes>(in + token * 128, false, part, x);
     if constexpr (kStage == Stage::kRope) {
       const int p = a.positions[token];
-      dev::rope_head<kLanes>(x, part, a.recipe.rope_pairing, a.recipe.rope_placement, a.recipe.rope_fma,
+      dev::rope_head<kLanes>(x, part, a.recipe.rope.pairing, a.recipe.rope.placement, a.recipe.rope.fma,
                              a.rope_cos + p * 32, a.rope_sin + p * 32);
     } else {
       dev::hadamard_head<kLanes>(x, part);
@@ -88,9 +90,8 @@ __global__ void store_kernel(const dev::KeyStoreArgs a, const float* in) {
 // is a bitwise mix of what was read, so no load is dead. The faster width's time is what a
 // plain data mover reaches with these bytes (with the RoPE rows the fused kernel's own
 // traffic, without them the counted bytes alone through the page table): a yardstick, not a
-// bound (run 80: at 256 x 4K positions the bf16 fused kernel, in its tile order, beat the
-// twin without RoPE rows, 0.150 against 0.156 ms). fp8 and bf16 stores (the 80% target's
-// two formats).
+// bound (at 256 x 4K positions the bf16 fused kernel, in its tile order, beats the twin
+// without RoPE rows). fp8 and bf16 stores.
 template <ref::StorageFormat kFormat, bool kRopeRows, int kThreads>
 __global__ void __launch_bounds__(256) traffic_twin_kernel(const dev::KeyStoreArgs a) {
   constexpr int vb = dev::value_bytes(kFormat), sb = dev::scale_bytes(kFormat);
@@ -281,20 +282,25 @@ int main(int argc, char** argv) {
     a.norm_bias = d_bias;
     a.cache = d_cache;
     a.page_size = kPage;
-    a.recipe = dev::kernel_recipe(recipe);
-    a.max_blocks = max_blocks;
+    a.recipe = recipe;
+    dev::KeyStoreSchedule batch_order;
+    batch_order.max_blocks = max_blocks;
+    const auto at_width = [](dev::KeyStoreSchedule s, int lanes) {
+      s.lanes_per_head = lanes;
+      return s;
+    };
     // Every lane-group width; the automatic one (fastest_key_lanes) is the headline number. Ten launches per
     // timing (bench::median_ms): at ~0.1 ms a kernel, one launch's host overhead is 5%.
     constexpr int kCallsPerTiming = 10;
-    // Each width again with the tile order (api.h KeyStoreArgs::tile_order) built for its
+    // Each width again with the tile order (api.h KeyStoreSchedule) built for its
     // tiles: the batch's 16 sequences share positions, so sorted tiles share RoPE rows. The
     // order is built once per batch (timed apart: a serving stack reuses it for every
     // layer); the cache must be byte-identical to the batch-order launch's.
     const size_t cache_bytes = static_cast<size_t>(pages) * kPage * token_bytes;
-    const auto cache_after = [&](const dev::KeyStoreArgs& args, int lanes) {
+    const auto cache_after = [&](const dev::KeyStoreSchedule& schedule) {
       std::vector<uint8_t> host(cache_bytes);
       BENCH_CHECK(cudaMemset(d_cache, 0, cache_bytes));
-      dev::launch_key_store(args, lanes);
+      dev::launch_key_store(a, schedule);
       BENCH_CHECK(cudaMemcpy(host.data(), d_cache, cache_bytes, cudaMemcpyDeviceToHost));
       return host;
     };
@@ -306,10 +312,10 @@ int main(int argc, char** argv) {
     // included); then the usual 10-call median.
     if (std::getenv("DSAF_BENCH_LAUNCH_PROBE") != nullptr) {
       const int lanes = dev::fastest_key_lanes(a.recipe);
-      for (int i = 0; i < 3; ++i) dev::launch_key_store(a, lanes);
+      for (int i = 0; i < 3; ++i) dev::launch_key_store(a, at_width(batch_order, lanes));
       BENCH_CHECK(cudaDeviceSynchronize());
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < 10; ++i) dev::launch_key_store(a, lanes);
+      for (int i = 0; i < 10; ++i) dev::launch_key_store(a, at_width(batch_order, lanes));
       const auto t1 = std::chrono::steady_clock::now();
       BENCH_CHECK(cudaDeviceSynchronize());
       const auto t2 = std::chrono::steady_clock::now();
@@ -320,7 +326,7 @@ int main(int argc, char** argv) {
       BENCH_CHECK(cudaEventCreate(&e1));
       for (float& ms : single) {
         BENCH_CHECK(cudaEventRecord(e0));
-        dev::launch_key_store(a, lanes);
+        dev::launch_key_store(a, at_width(batch_order, lanes));
         BENCH_CHECK(cudaEventRecord(e1));
         BENCH_CHECK(cudaEventSynchronize(e1));
         BENCH_CHECK(cudaEventElapsedTime(&ms, e0, e1));
@@ -329,43 +335,44 @@ int main(int argc, char** argv) {
       std::printf("%-16s launch probe, %d lanes: host enqueue %.1f us/launch, wall %.1f us/launch, one launch between "
                   "events %.1f us (median of 21), 10-call median %.1f us/launch\n",
                   name.c_str(), lanes, us(t1 - t0) / 10, us(t2 - t0) / 10, 1e3 * single[10],
-                  1e3 * bench::median_ms([&] { dev::launch_key_store(a, lanes); }, 21, kCallsPerTiming));
+                  1e3 * bench::median_ms([&] { dev::launch_key_store(a, at_width(batch_order, lanes)); }, 21, kCallsPerTiming));
     }
     for (int lanes : {1, 2, 4, 8}) {
-      const float ms = bench::median_ms([&] { dev::launch_key_store(a, lanes); }, 21, kCallsPerTiming);
+      const float ms = bench::median_ms([&] { dev::launch_key_store(a, at_width(batch_order, lanes)); }, 21, kCallsPerTiming);
       const int tile_tokens = dev::key_store_tile_tokens(a.recipe, lanes);
       const size_t scratch_bytes = dev::key_tile_order_scratch_bytes(kTokens, tile_tokens);
       bench::DeviceArray<int32_t> order((kTokens + tile_tokens - 1) / tile_tokens);
       bench::DeviceArray<uint8_t> scratch(scratch_bytes);
       const float build_ms = bench::median_ms(
           [&] { dev::build_key_tile_order(d_pos, kTokens, tile_tokens, seq_len, order.get(), scratch.get(), scratch_bytes); });
-      dev::KeyStoreArgs ordered = a;
+      dev::KeyStoreSchedule ordered = at_width(batch_order, lanes);
       ordered.tile_order = order.get();
       ordered.tile_order_tokens = tile_tokens;
-      const std::vector<uint8_t> batch_order_cache = cache_after(a, lanes);  // launched first (tile_order_profile.sh)
-      if (batch_order_cache != cache_after(ordered, lanes)) {
+      // launched first (tile_order_profile.sh)
+      const std::vector<uint8_t> batch_order_cache = cache_after(at_width(batch_order, lanes));
+      if (batch_order_cache != cache_after(ordered)) {
         std::fprintf(stderr, "%s, %d lanes: the tile order changed cache bytes\n", name.c_str(), lanes);
         return 2;
       }
-      const float ordered_ms = bench::median_ms([&] { dev::launch_key_store(ordered, lanes); }, 21, kCallsPerTiming);
-      // The order again with its last tiles handed out by counters (api.h tile_counters).
+      const float ordered_ms = bench::median_ms([&] { dev::launch_key_store(a, ordered); }, 21, kCallsPerTiming);
+      // The order again with its last tiles handed out by counters (api.h KeyStoreSchedule).
       bench::DeviceArray<int32_t> counters(2);
       BENCH_CHECK(cudaMemset(counters.get(), 0, 2 * sizeof(int32_t)));
-      dev::KeyStoreArgs handed = ordered;
+      dev::KeyStoreSchedule handed = ordered;
       handed.tile_counters = counters.get();
-      if (batch_order_cache != cache_after(handed, lanes)) {
+      if (batch_order_cache != cache_after(handed)) {
         std::fprintf(stderr, "%s, %d lanes: the hand-out changed cache bytes\n", name.c_str(), lanes);
         return 2;
       }
-      const float handed_ms = bench::median_ms([&] { dev::launch_key_store(handed, lanes); }, 21, kCallsPerTiming);
+      const float handed_ms = bench::median_ms([&] { dev::launch_key_store(a, handed); }, 21, kCallsPerTiming);
       if (lanes == dev::fastest_key_lanes(a.recipe)) {
         fused_ms = ms, tile_order_ms = ordered_ms, order_build_ms = build_ms, hand_out_ms = handed_ms;
         // How many tiles per warp the hand-out keeps back (api.h; the default above).
         std::string sweep;
         for (int per_warp : {1, 2, 4, 6, 8}) {
-          dev::KeyStoreArgs swept = handed;
+          dev::KeyStoreSchedule swept = handed;
           swept.hand_out_tiles_per_warp = per_warp;
-          const float swept_ms = bench::median_ms([&] { dev::launch_key_store(swept, lanes); }, 21, kCallsPerTiming);
+          const float swept_ms = bench::median_ms([&] { dev::launch_key_store(a, swept); }, 21, kCallsPerTiming);
           sweep += (sweep.empty() ? "" : ", ") + std::to_string(per_warp) + ": " + std::to_string(swept_ms);
         }
         std::printf("%-16s lanes/head %2d, hand-out tiles per warp: %s ms\n", name.c_str(), lanes, sweep.c_str());
@@ -441,7 +448,7 @@ int main(int argc, char** argv) {
                   unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe), path.c_str(), widths.c_str(), twin_ms,
                   copy_fraction(twin_ms), twin_no_rope_ms, copy_fraction(twin_no_rope_ms), tile_order_ms,
                   copy_fraction(tile_order_ms), order_build_ms, ordered_widths.c_str(), hand_out_ms,
-                  copy_fraction(hand_out_ms), hand_out_widths.c_str(), dev::KeyStoreArgs{}.hand_out_tiles_per_warp);
+                  copy_fraction(hand_out_ms), hand_out_widths.c_str(), dev::KeyStoreSchedule{}.hand_out_tiles_per_warp);
     json += row;
     first = false;
     std::printf("%-16s kernel path: %s\n", name.c_str(), path.c_str());

@@ -4,7 +4,7 @@
 # requests between the GPU's two L2 partitions) with DRAM bytes and duration, for the fused
 # sglang-v4 fp8 (1 lane) and bf16 (2 lanes) kernels and their traffic twins (the same bytes
 # with no arithmetic, bench/key_store_bench.cu), one launch each, into $OUT (or /tmp).
-# Build key_store_bench first. Each twin is profiled at the width that was faster in run 37
+# Build key_store_bench first. Each twin is profiled at the width that was faster on the H200
 # (16 threads a token with the RoPE rows, 4 without), the one the benchmark reports.
 #   bench/l2_traffic.sh BUILD_DIR
 set -uo pipefail
@@ -35,8 +35,8 @@ profile() {  # NAME KERNEL_REGEX RECIPE
   echo "ncu $1: exit $?"
   grep -E "^\s+(gpu__|dram__|lts__)" "$out/ncu-l2-$1.txt"
 }
-profile fused-fp8 'StorageFormatE3ELi1ENS0_15SglangV4' sglang-v4-fp8
+profile fused-fp8 'StorageFormatE3ELi1ELi0E' sglang-v4-fp8
 profile twin-fp8-rope 'traffic_twin_kernel.*E3ELb1ELi16E' sglang-v4-fp8
 profile twin-fp8-norope 'traffic_twin_kernel.*E3ELb0ELi4E' sglang-v4-fp8
-profile fused-bf16 'StorageFormatE2ELi2ENS0_15SglangV4' sglang-v4-bf16
+profile fused-bf16 'StorageFormatE2ELi2ELi1E' sglang-v4-bf16
 profile twin-bf16-rope 'traffic_twin_kernel.*E2ELb1ELi16E' sglang-v4-bf16

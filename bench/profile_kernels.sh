@@ -20,6 +20,6 @@ profile() {  # NAME KERNEL_REGEX COMMAND...
     $sections "$@" > "$out/ncu-$name.txt" 2>&1
   echo "ncu $name: exit $?"
 }
-profile key-store-fp8-lanes1 'StorageFormatE3ELi1ENS0_15SglangV4' "$build/bench/key_store_bench" /tmp/k.json sglang-v4-fp8
-profile key-store-bf16-lanes2 'StorageFormatE2ELi2ENS0_15SglangV4' "$build/bench/key_store_bench" /tmp/k.json sglang-v4-bf16
+profile key-store-fp8-lanes1 'StorageFormatE3ELi1ELi0E' "$build/bench/key_store_bench" /tmp/k.json sglang-v4-fp8
+profile key-store-bf16-lanes2 'StorageFormatE2ELi2ELi1E' "$build/bench/key_store_bench" /tmp/k.json sglang-v4-bf16
 profile paged-logits-fp8-mma 'paged_logits_mma.*StorageFormatE3' "$build/bench/paged_logits_bench" /tmp/l.json

@@ -21,5 +21,5 @@ profile() {  # NAME KERNEL_REGEX RECIPE
   ncu --import "$out/$1.ncu-rep" --page source --csv --print-source sass > "$out/$1-sass.csv" 2>&1
   echo "source page $1: exit $?, $(wc -l < "$out/$1-sass.csv") lines"
 }
-profile fp8-lanes1 'StorageFormatE3ELi1ENS0_15SglangV4' sglang-v4-fp8
-profile bf16-lanes2 'StorageFormatE2ELi2ENS0_15SglangV4' sglang-v4-bf16
+profile fp8-lanes1 'StorageFormatE3ELi1ELi0E' sglang-v4-fp8
+profile bf16-lanes2 'StorageFormatE2ELi2ELi1E' sglang-v4-bf16

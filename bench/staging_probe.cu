@@ -1,14 +1,14 @@
-// L2 sectors per byte for the ways a warp can stage 256-byte rows in shared memory (H200
-// run 35). Each warp stages a tile of 32 rows, 8 KB, then reads it back; the question is how
+// L2 sectors per byte for the ways a warp can stage 256-byte rows in shared memory. Each
+// warp stages a tile of 32 rows, 8 KB, then reads it back; the question is how
 // many 32-byte sectors the L2 serves for the 256 MB that 1M rows hold (8.4 M is the
 // minimum). Profile with Nsight Compute:
 //   ncu --metrics lts__t_sectors_srcunit_tex_op_read.sum,gpu__time_duration.sum bench/staging_probe
-// H200 runs 35 and 38: cp.async of 16 bytes a lane reads 12.6 M sectors when the rows sit
+// On the H200, cp.async of 16 bytes a lane reads 12.6 M sectors when the rows sit
 // 272 bytes apart in shared memory (16 bytes of padding) and 8.4 M at 256 or 288: a sector
 // whose two 16-byte halves land in different aligned 32-byte words of shared memory is read
 // twice. The 128-byte swizzle keeps halves together (8.4 M); cp.async.bulk at 272 reads
-// 9.3 M, ld.global + st.shared 8.4-8.7 M. The key kernel's staging (device/key_store.cu,
-// KeyRing) keeps its copies 32-byte aligned because of it.
+// 9.3 M, ld.global + st.shared 8.4-8.7 M. The key kernel's staging
+// (device/key_store/staging.cuh, KeyRing) keeps its copies 32-byte aligned because of it.
 #include <cuda_runtime.h>
 
 #include <cstdint>

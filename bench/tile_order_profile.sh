@@ -21,5 +21,5 @@ profile() {  # NAME KERNEL_REGEX RECIPE
   echo "ncu $1 (batch order, then tile order): exit $?"
   grep -E "^\s+(gpu__|dram__|lts__|smsp__|sm__)" "$out/ncu-tile-order-$1.txt"
 }
-profile fp8 'StorageFormatE3ELi1ENS0_15SglangV4' sglang-v4-fp8
-profile bf16 'StorageFormatE2ELi2ENS0_15SglangV4' sglang-v4-bf16
+profile fp8 'StorageFormatE3ELi1ELi0E' sglang-v4-fp8
+profile bf16 'StorageFormatE2ELi2ELi1E' sglang-v4-bf16

@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
   verify->add_option("--recipe", verify_recipe, "recipe the kernel implements")->required();
   verify->add_option("--recipe-file", verify_recipe_file, "JSON file with more recipes");
   verify->add_option("--kernel", verify_kernel,
-                     "builtin (exact-order logits), builtin-fast (tensor-core logits: fp8 or bf16 cache), builtin:1/2/4/8 (lanes per head; :grid1 caps the key kernel at one block), or a plug-in library (device/kernel_abi.h)");
+                     "builtin (exact-order logits) or builtin-fast (tensor-core logits: fp8 or bf16 cache), each with optional schedule knobs :1/2/4/8 (lanes per head), :grid1 (the key kernel in one block), :batch-order/:tile-order/:hand-out (tile walk; default hand-out); or a plug-in library (device/kernel_abi.h)");
   verify->add_option("--cases", verify_cases, "key tokens to check (at least)");
   verify->add_option("--seed", verify_seed, "random seed");
   verify->add_option("--json", verify_json, "write the verdicts as JSON");

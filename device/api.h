@@ -1,8 +1,9 @@
 // File: api.h
 // Host-side declarations of device/: compiles with g++ and includes no CUDA header,
 // so the oracle and the CLI build without nvcc (they then report "device: not built").
-// Kernels receive the reference's Recipe through the plain-data KernelRecipe below
-// (argument structs and enums only: no arithmetic is shared with reference/).
+// Kernels receive a recipe's numeric fields as the reference's plain-data
+// ref::RecipeFields (argument structs and enums only: no arithmetic is shared with
+// reference/).
 #pragma once
 
 #include <cstdint>
@@ -27,23 +28,11 @@ struct GpuInfo {
 
 GpuInfo query_gpu();
 
-// The numeric fields of a Recipe that kernels read, as plain data (no std::string).
-struct KernelRecipe {
-  ref::IntermediateRounding key_rounding;
-  ref::IntermediateRounding query_rounding;
-  ref::NormSpec key_norm;
-  ref::RopePairing rope_pairing;
-  ref::RopePlacement rope_placement;
-  ref::ContractedProduct rope_fma;
-  bool hadamard;
-  ref::QuantSpec key_quant;
-  ref::QuantSpec query_quant;
-  ref::WeightsPrecision weights;
-  ref::WeightsFold weights_fold;
-};
-KernelRecipe kernel_recipe(const ref::Recipe& recipe);
+// Lane-group widths (see launch_key_store below).
+inline constexpr int kDefaultLanesPerHead = 8;
+inline constexpr int kAutoLanesPerHead = 0;
 
-// Fused key path, one launch (device/key_store.cu): for each token t,
+// Fused key path, one launch (device/key_store/): for each token t,
 //   k = input[t] (bf16 or fp32) -> norm -> RoPE(positions[t]) -> Hadamard -> quantise ->
 //   paged store at page_tables[seq[t] * page_table_stride + positions[t] / P], offset
 //   positions[t] % P, in the layout of reference/paged_cache.h.
@@ -64,40 +53,62 @@ struct KeyStoreArgs {
   const float* norm_bias = nullptr;    // [128] or null
   uint8_t* cache = nullptr;            // num_pages * page bytes
   int page_size = 64;
-  KernelRecipe recipe{};
-  // Grid cap (0: as many blocks as fit on the device at once). A testing knob: the kernel's
-  // warps are persistent, so fewer blocks make every warp walk more tiles of a batch.
-  int max_blocks = 0;
-  // Tile order (optional). The kernel computes the batch in tiles of
-  // key_store_tile_tokens(recipe, lanes) consecutive tokens (the last one may be short).
-  // By default warp g of W takes tiles g, g + W, g + 2W, ...; with tile_order, a
-  // permutation of all [0, tiles) (build_key_tile_order makes one), warp g takes the
-  // contiguous run tile_order[g T / W .. (g + 1) T / W - 1] of the T tiles. Either way every
-  // byte of the cache is the same: what the order changes is RoPE table traffic. A warp
-  // whose next tile has exactly the positions of its current one keeps that tile's RoPE
-  // rows instead of reading them again (256 bytes a token from L2, as many as the input,
-  // in a kernel bound by L2 traffic: key_store.cu's header). In a batched prefill the
-  // sequences share positions 0, 1, 2, ..., so the same tile offsets of every sequence
-  // share rows, and sorting tiles by position puts them next to each other (H200, 16 x 64K
-  // prefill: bf16 stores 5% faster, fp4 4%, fp8 unchanged; bench/results/LOG.md runs
-  // 45-49; with tile_counters below, 7-8% faster than batch order for bf16, 5-6% for
-  // fp8, 8% for fp4, runs 57-59). The launcher
-  // cannot check the permutation (it stays on the device, like the page tables): a
-  // tile_order that is not one leaves tiles unwritten or written twice.
+  ref::RecipeFields recipe{};
+};
+
+// How the key kernel's persistent warps share out a batch. Tuning only: no schedule
+// changes a byte of the cache (tests/device/key_store_gpu_test.cu and the device property
+// check every kind), each changes the time. The kernel computes the batch in tiles of
+// key_store_tile_tokens(recipe, lanes_per_head) consecutive tokens (the last one may be
+// short), on persistent warps:
+//  - batch order (no tile_order): warp g of W takes tiles g, g + W, g + 2W, ...;
+//  - tile order: tile_order, a permutation of all [0, tiles) (KeyTileOrder builds one),
+//    and warp g takes the contiguous run tile_order[g T / W .. (g + 1) T / W - 1] of the T
+//    tiles. A warp whose next tile has exactly the positions of its current one keeps that
+//    tile's RoPE rows instead of reading them again (256 bytes a token from L2, as many as
+//    the input). In a batched prefill the sequences share positions 0, 1, 2, ..., so
+//    sorting tiles by position puts tiles that share rows next to each other. The launcher
+//    cannot check the permutation (it stays on the device, like the page tables): a
+//    tile_order that is not one leaves tiles unwritten or written twice;
+//  - hand-out (tile order + tile_counters): the runs cover all but the order's last
+//    hand_out_tiles_per_warp x W tiles, which go one at a time to the warps that finish
+//    their runs first. The counters are two int32 in device memory, zero before the first
+//    launch that is given them; every launch leaves them zero, so one pair serves launch
+//    after launch, though not two launches at once.
+// docs/key-path-speed.md has what each costs and buys.
+struct KeyStoreSchedule {
+  int lanes_per_head = kAutoLanesPerHead;  // 1, 2, 4 or 8 lanes a head; auto: fastest_key_lanes
+  int max_blocks = 0;      // grid cap (0: as many blocks as fit on the device at once)
   const int32_t* tile_order = nullptr;
   int tile_order_tokens = 0;  // the tile size tile_order was built for; checked at launch
-  // Hand-out counters (optional, with tile_order only): two int32 in device memory, zero
-  // before the first launch that is given them; every launch leaves them zero, so one pair
-  // serves launch after launch, though not two launches at once. With them the warps' runs
-  // cover all but the order's last hand_out_tiles_per_warp x W tiles (W warps), which go
-  // one at a time to the warps that finish their runs first (key_store.cu TileWalk).
   int32_t* tile_counters = nullptr;
-  int hand_out_tiles_per_warp = 4;  // >= 1; a tuning knob (key_store_bench sweeps it; LOG run 59)
+  int hand_out_tiles_per_warp = 4;  // >= 1 (bench/key_store_bench.cu sweeps it)
+};
+
+// The walk a schedule takes (kernel specs and the device property name them).
+enum class KeyTileWalk { kBatchOrder, kTileOrder, kHandOut };
+const char* to_string(KeyTileWalk walk);
+
+// A tile order for one batch (and hand-out counters), in device memory it owns: tiles of
+// tile_tokens tokens sorted by the position of their first token, stably, by
+// build_key_tile_order. apply() points a schedule at it. Throws as build_key_tile_order.
+class KeyTileOrder {
+ public:
+  KeyTileOrder(const int32_t* positions, int64_t num_tokens, int tile_tokens, int rope_positions, KeyTileWalk walk);
+  ~KeyTileOrder();
+  KeyTileOrder(const KeyTileOrder&) = delete;
+  KeyTileOrder& operator=(const KeyTileOrder&) = delete;
+  void apply(KeyStoreSchedule& schedule) const;
+
+ private:
+  int tile_tokens_;
+  int32_t* order_ = nullptr;
+  int32_t* counters_ = nullptr;
 };
 
 // Tokens per tile of the key kernel at a lane-group width (kAutoLanesPerHead: the width
 // launch_key_store picks for the recipe): 32 / lanes.
-int key_store_tile_tokens(const KernelRecipe& recipe, int lanes_per_head);
+int key_store_tile_tokens(const ref::RecipeFields& recipe, int lanes_per_head);
 // Device scratch bytes build_key_tile_order needs.
 size_t key_tile_order_scratch_bytes(int64_t num_tokens, int tile_tokens);
 // Writes to `order` (device, ceil(num_tokens / tile_tokens) entries) the tiles of
@@ -127,25 +138,22 @@ struct QueryArgs {
   uint8_t* q_values = nullptr;
   uint8_t* q_scales = nullptr;
   float* weights = nullptr;
-  KernelRecipe recipe{};
+  ref::RecipeFields recipe{};
 };
 
 // Launchers (stream 0). They throw dsaf::Error (kBadInput) for arguments the kernels do
 // not support and (kEnvironment) for CUDA errors, naming the call.
 // `lanes_per_head` (1, 2, 4 or 8) is how many lanes share one 128-value head: a
-// tuning knob with no effect on any result bit (device/head_pipeline.cuh);
-// bench/key_store_bench.cu measures them all. The query kernel's automatic width is
-// kDefaultLanesPerHead.
-// kAutoLanesPerHead picks the width measured fastest for the recipe
-// (fastest_key_lanes; bench/results/LOG.md run 17).
-inline constexpr int kDefaultLanesPerHead = 8;
-inline constexpr int kAutoLanesPerHead = 0;
-int fastest_key_lanes(const KernelRecipe& recipe);
-void launch_key_store(const KeyStoreArgs& args, int lanes_per_head = kAutoLanesPerHead);
+// tuning knob with no effect on any result bit (device/head/head_io.cuh);
+// bench/key_store_bench.cu measures them all. kAutoLanesPerHead picks the width measured
+// fastest for the recipe (fastest_key_lanes), or for the query kernel kDefaultLanesPerHead.
+int fastest_key_lanes(const ref::RecipeFields& recipe);
+void launch_key_store(const KeyStoreArgs& args, const KeyStoreSchedule& schedule = {});
 void launch_query_quant(const QueryArgs& args, int lanes_per_head = kAutoLanesPerHead);  // auto: 8
-// Which key-kernel instantiation launch_key_store uses for a recipe: the name of a path
-// compiled with the recipe's fields as constants (device/key_paths.cuh), or "generic".
-std::string key_store_path(const KernelRecipe& recipe);
+// Which key-kernel instantiation launch_key_store uses for a recipe: the name of the
+// preset whose fields it compiles as constants (device/key_store/key_paths.cuh), or
+// "generic".
+std::string key_store_path(const ref::RecipeFields& recipe);
 
 // Indexer logits over the paged key cache, exact-order (device/paged_logits.cu): for
 // query row r of sequence row_seq[r] and key s < max_context,
@@ -199,7 +207,7 @@ void launch_paged_logits(const PagedLogitsArgs& args);
 // tests/device/paged_logits_gpu_test.cu checks them on every score.
 void launch_paged_logits_fast(const PagedLogitsArgs& args);
 
-// ---- Top-K (device/topk.cu) ----------------------------------------------------------------
+// ---- Top-K (device/topk/) ----------------------------------------------------------------
 // Exact, deterministic top-K per row, equal to ref::select_topk (reference/topk.h) index for
 // index: higher score first, equal scores by lower index (-0.0 and +0.0 are equal scores);
 // row r gets the first min(k, len_r) positions of that order, in that order, then -1. Scores
@@ -246,7 +254,7 @@ struct HostKeyBatch {
   std::vector<float> rope_cos, rope_sin;  // [positions][32]
   std::vector<float> norm_weight, norm_bias;
   std::vector<uint8_t> cache;             // initial bytes (num_pages * page bytes)
-  KernelRecipe recipe{};
+  ref::RecipeFields recipe{};
 };
 
 struct HostQueryBatch {
@@ -256,7 +264,7 @@ struct HostQueryBatch {
   std::vector<int32_t> positions;
   std::vector<float> wproj;  // [T][H]
   std::vector<float> rope_cos, rope_sin;
-  KernelRecipe recipe{};
+  ref::RecipeFields recipe{};
 };
 
 struct HostQueryResult {
@@ -308,12 +316,15 @@ class KernelUnderTest {
   }
 };
 
-// "builtin" (our kernels: exact-order logits), "builtin-fast" (the same with the fp8
-// tensor-core logits kernel), "builtin:N" (N lanes per head), "builtin:N:grid1" (the same
-// with the key kernel's grid capped at one block), or the path of a plug-in
-// shared library. Throws dsaf::Error
-// (kEnvironment) without a CUDA device or when the library cannot be loaded, (kBadInput)
-// when it does not export dsaf_kernel_get for ABI version 1. Defined only in CUDA builds.
+// Our kernels, "builtin" (exact-order logits) or "builtin-fast" (the tensor-core logits
+// kernel), each optionally followed by schedule knobs separated by ':' — a width 1, 2, 4
+// or 8 (lanes per head; default: the fastest), "grid1" (the key kernel's grid capped at
+// one block, so that its warps walk many tiles), and "batch-order", "tile-order" or
+// "hand-out" (the tile walk, KeyStoreSchedule; default: hand-out, the schedule of the
+// published speeds) — e.g. "builtin:2:grid1:batch-order"; or the path of a plug-in shared
+// library. Throws dsaf::Error (kEnvironment) without a CUDA device or when the library
+// cannot be loaded, (kBadInput) for an unknown knob or when the library does not export
+// dsaf_kernel_get for ABI version 1. Defined only in CUDA builds.
 std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec);
 
 }  // namespace dsaf::dev

@@ -25,20 +25,4 @@ GpuInfo query_gpu() {
   return info;
 }
 
-KernelRecipe kernel_recipe(const ref::Recipe& r) {
-  KernelRecipe k;
-  k.key_rounding = r.key_rounding;
-  k.query_rounding = r.query_rounding;
-  k.key_norm = r.key_norm;
-  k.rope_pairing = r.rope.pairing;
-  k.rope_placement = r.rope.placement;
-  k.rope_fma = r.rope.fma;
-  k.hadamard = r.hadamard;
-  k.key_quant = r.key_quant;
-  k.query_quant = r.query_quant;
-  k.weights = r.weights;
-  k.weights_fold = r.weights_fold;
-  return k;
-}
-
 }  // namespace dsaf::dev

@@ -1,71 +1,97 @@
 // File: kernel_abi_convert.h
-// KernelRecipe <-> dsaf_recipe_v1 (kernel_abi.h): field by field, enums by value.
+// ref::RecipeFields <-> dsaf_recipe_v1 (kernel_abi.h) through the field table
+// (reference/recipe_fields.h): every kernel field (kKernelField) travels in the ABI
+// member that for_each_abi_v1_field names for its path, enums by their numeric value.
+// tests/device (AbiRecipe) checks that every kernel field has a member and that every
+// preset survives the round trip.
 #pragma once
 
-#include "device/api.h"
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
 #include "device/kernel_abi.h"
+#include "reference/error.h"
+#include "reference/recipe_fields.h"
 
 namespace dsaf::dev {
 
-inline dsaf_quant_v1 to_abi(const ref::QuantSpec& q) {
-  return {static_cast<int32_t>(q.format), q.block, q.amax_floor, static_cast<int32_t>(q.divisor),
-          static_cast<int32_t>(q.pow2), static_cast<int32_t>(q.apply), static_cast<int32_t>(q.saturation),
-          static_cast<int32_t>(q.fp4_rounding)};
-}
-inline ref::QuantSpec from_abi(const dsaf_quant_v1& q) {
-  ref::QuantSpec s;
-  s.format = static_cast<ref::StorageFormat>(q.format);
-  s.block = q.block;
-  s.amax_floor = q.amax_floor;
-  s.divisor = static_cast<ref::ScaleDivisor>(q.divisor);
-  s.pow2 = static_cast<ref::ScalePow2>(q.pow2);
-  s.apply = static_cast<ref::ScaleApply>(q.apply);
-  s.saturation = static_cast<ref::Saturation>(q.saturation);
-  s.fp4_rounding = static_cast<ref::Rounding>(q.fp4_rounding);
-  return s;
-}
-inline dsaf_rounding_v1 to_abi(const ref::IntermediateRounding& r) {
-  return {r.input, r.norm, r.rope, r.hadamard};
-}
-inline ref::IntermediateRounding from_abi(const dsaf_rounding_v1& r) {
-  return {r.input != 0, r.norm != 0, r.rope != 0, r.hadamard != 0};
+// Calls visit(path, member) for every member of dsaf_recipe_v1, by the field-table path
+// of the recipe field it carries.
+template <class Abi, class Visit>
+void for_each_abi_v1_field(Abi& a, Visit visit) {
+  const auto quant = [&](const char* side, auto& q) {
+    const std::string s(side);
+    visit((s + ".format").c_str(), q.format);
+    visit((s + ".block").c_str(), q.block);
+    visit((s + ".amax_floor").c_str(), q.amax_floor);
+    visit((s + ".divisor").c_str(), q.divisor);
+    visit((s + ".pow2").c_str(), q.pow2);
+    visit((s + ".apply").c_str(), q.apply);
+    visit((s + ".saturation").c_str(), q.saturation);
+    visit((s + ".fp4_rounding").c_str(), q.fp4_rounding);
+  };
+  const auto rounding = [&](const char* side, auto& r) {
+    const std::string s(side);
+    visit((s + ".input").c_str(), r.input);
+    visit((s + ".norm").c_str(), r.norm);
+    visit((s + ".rope").c_str(), r.rope);
+    visit((s + ".hadamard").c_str(), r.hadamard);
+  };
+  rounding("key_rounding", a.key_rounding);
+  rounding("query_rounding", a.query_rounding);
+  visit("key_norm.kind", a.norm_kind);
+  visit("key_norm.eps", a.norm_eps);
+  visit("key_norm.order", a.norm_order);
+  visit("key_norm.fma_contraction", a.norm_fma);
+  visit("key_norm.rsqrt", a.rsqrt);
+  visit("rope.pairing", a.rope_pairing);
+  visit("rope.placement", a.rope_placement);
+  visit("rope.fma", a.rope_fma);
+  visit("hadamard", a.hadamard);
+  quant("key_quant", a.key_quant);
+  quant("query_quant", a.query_quant);
+  visit("weights", a.weights);
+  visit("weights_fold", a.weights_fold);
 }
 
-inline dsaf_recipe_v1 to_abi(const KernelRecipe& k) {
+// Calls f(abi member, recipe member) for every kernel field; a kernel field without an
+// ABI v1 member is bad input unless it holds its default value (it cannot travel).
+template <class Abi, class Recipe, class F>
+void pair_abi_v1_fields(Abi& a, Recipe& r, F f) {
+  const ref::RecipeFields defaults{};
+  ref::for_each_field([&](const ref::FieldInfo& field, auto member) {
+    if (!field.has(ref::kKernelField)) return;
+    bool found = false;
+    for_each_abi_v1_field(a, [&](const char* path, auto& abi) {
+      if (std::strcmp(path, field.path) != 0) return;
+      found = true;
+      f(abi, member(r));
+    });
+    if (!found && !(member(r) == member(defaults))) {
+      throw_bad_input(std::string("recipe field ") + field.path + " cannot travel through kernel ABI v1");
+    }
+  });
+}
+
+inline dsaf_recipe_v1 to_abi(const ref::RecipeFields& recipe) {
   dsaf_recipe_v1 a{};
-  a.key_rounding = to_abi(k.key_rounding);
-  a.query_rounding = to_abi(k.query_rounding);
-  a.norm_kind = static_cast<int32_t>(k.key_norm.kind);
-  a.norm_eps = k.key_norm.eps;
-  a.norm_order = static_cast<int32_t>(k.key_norm.order);
-  a.norm_fma = k.key_norm.fma_contraction;
-  a.rsqrt = static_cast<int32_t>(k.key_norm.rsqrt);
-  a.rope_pairing = static_cast<int32_t>(k.rope_pairing);
-  a.rope_placement = static_cast<int32_t>(k.rope_placement);
-  a.rope_fma = static_cast<int32_t>(k.rope_fma);
-  a.hadamard = k.hadamard;
-  a.key_quant = to_abi(k.key_quant);
-  a.query_quant = to_abi(k.query_quant);
-  a.weights = static_cast<int32_t>(k.weights);
-  a.weights_fold = static_cast<int32_t>(k.weights_fold);
+  pair_abi_v1_fields(a, recipe, [](auto& abi, const auto& value) { abi = static_cast<std::decay_t<decltype(abi)>>(value); });
   return a;
 }
 
-inline KernelRecipe from_abi(const dsaf_recipe_v1& a) {
-  KernelRecipe k;
-  k.key_rounding = from_abi(a.key_rounding);
-  k.query_rounding = from_abi(a.query_rounding);
-  k.key_norm = {static_cast<ref::NormKind>(a.norm_kind), a.norm_eps, static_cast<ref::ReductionOrder>(a.norm_order),
-                a.norm_fma != 0, static_cast<ref::RsqrtKind>(a.rsqrt)};
-  k.rope_pairing = static_cast<ref::RopePairing>(a.rope_pairing);
-  k.rope_placement = static_cast<ref::RopePlacement>(a.rope_placement);
-  k.rope_fma = static_cast<ref::ContractedProduct>(a.rope_fma);
-  k.hadamard = a.hadamard != 0;
-  k.key_quant = from_abi(a.key_quant);
-  k.query_quant = from_abi(a.query_quant);
-  k.weights = static_cast<ref::WeightsPrecision>(a.weights);
-  k.weights_fold = static_cast<ref::WeightsFold>(a.weights_fold);
-  return k;
+inline ref::RecipeFields from_abi(const dsaf_recipe_v1& a) {
+  ref::RecipeFields recipe{};
+  pair_abi_v1_fields(a, recipe, [](const auto& abi, auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, bool>) {
+      value = abi != 0;
+    } else {
+      value = static_cast<T>(abi);
+    }
+  });
+  return recipe;
 }
 
 }  // namespace dsaf::dev

@@ -3,8 +3,9 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
-#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "device/api.h"
 #include "device/kernel_abi.h"
@@ -41,12 +42,16 @@ class Device {
 
 class AbiKernel : public KernelUnderTest {
  public:
-  AbiKernel(const dsaf_kernel_v1* table, void* library, const dsaf_scoring_v1* scoring = nullptr)
-      : table_(table), library_(library), scoring_(scoring) {}
+  AbiKernel(const dsaf_kernel_v1* table, void* library, const dsaf_scoring_v1* scoring = nullptr,
+            std::string name = "")
+      : table_(table), library_(library), scoring_(scoring), name_(std::move(name)) {}
   ~AbiKernel() override {
     if (library_ != nullptr) dlclose(library_);
   }
-  std::string name() const override { return table_->name ? table_->name : "(unnamed)"; }
+  std::string name() const override {
+    if (!name_.empty()) return name_;
+    return table_->name ? table_->name : "(unnamed)";
+  }
   bool has_query_path() const override { return table_->query_quant != nullptr; }
 
   std::vector<uint8_t> key_store(const HostKeyBatch& b) const override {
@@ -160,13 +165,65 @@ class AbiKernel : public KernelUnderTest {
   const dsaf_kernel_v1* table_;
   void* library_;
   const dsaf_scoring_v1* scoring_;
+  std::string name_;  // overrides the table's (our kernels: their spec)
 };
 
+// Our kernels' ABI table for a schedule known at run time: one instantiation per
+// (width, grid cap, walk), chosen here.
 template <int kLanes, int kMaxBlocks>
-std::unique_ptr<KernelUnderTest> open_builtin() {
-  static const std::string name =
-      "builtin:" + std::to_string(kLanes) + (kMaxBlocks > 0 ? ":grid" + std::to_string(kMaxBlocks) : "");
-  return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect, kLanes, kMaxBlocks>(name.c_str()), nullptr);
+const dsaf_kernel_v1* builtin_table(KeyTileWalk walk) {
+  switch (walk) {
+    case KeyTileWalk::kBatchOrder: return abi_table<PluginBug::kCorrect, kLanes, kMaxBlocks, KeyTileWalk::kBatchOrder>("builtin");
+    case KeyTileWalk::kTileOrder: return abi_table<PluginBug::kCorrect, kLanes, kMaxBlocks, KeyTileWalk::kTileOrder>("builtin");
+    case KeyTileWalk::kHandOut: break;
+  }
+  return abi_table<PluginBug::kCorrect, kLanes, kMaxBlocks, KeyTileWalk::kHandOut>("builtin");
+}
+
+template <int kMaxBlocks>
+const dsaf_kernel_v1* builtin_table(int lanes, KeyTileWalk walk) {
+  switch (lanes) {
+    case 1: return builtin_table<1, kMaxBlocks>(walk);
+    case 2: return builtin_table<2, kMaxBlocks>(walk);
+    case 4: return builtin_table<4, kMaxBlocks>(walk);
+    case 8: return builtin_table<8, kMaxBlocks>(walk);
+    default: return builtin_table<kAutoLanesPerHead, kMaxBlocks>(walk);
+  }
+}
+
+// "builtin" or "builtin-fast", then knobs separated by ':' (api.h open_kernel); null when
+// `spec` is not one of ours.
+std::unique_ptr<KernelUnderTest> open_builtin(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string base = spec.substr(0, colon);
+  if (base != "builtin" && base != "builtin-fast") return nullptr;
+  int lanes = kAutoLanesPerHead;
+  bool one_block = false;
+  KeyTileWalk walk = KeyTileWalk::kHandOut;
+  for (size_t at = colon; at != std::string::npos;) {
+    const size_t next = spec.find(':', at + 1);
+    const std::string knob = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    at = next;
+    if (knob == "1" || knob == "2" || knob == "4" || knob == "8") {
+      lanes = std::stoi(knob);
+    } else if (knob == "grid1") {
+      one_block = true;
+    } else if (knob == to_string(KeyTileWalk::kBatchOrder)) {
+      walk = KeyTileWalk::kBatchOrder;
+    } else if (knob == to_string(KeyTileWalk::kTileOrder)) {
+      walk = KeyTileWalk::kTileOrder;
+    } else if (knob == to_string(KeyTileWalk::kHandOut)) {
+      walk = KeyTileWalk::kHandOut;
+    } else {
+      throw Error(ErrorKind::kBadInput, "kernel '" + spec + "': unknown knob '" + knob +
+                                            "' (lanes 1, 2, 4, 8; grid1; batch-order, tile-order, hand-out)");
+    }
+  }
+  const dsaf_kernel_v1* table = one_block ? builtin_table<1>(lanes, walk) : builtin_table<0>(lanes, walk);
+  const bool fast = base == "builtin-fast";
+  const dsaf_scoring_v1* scoring = fast ? abi_scoring_table<true>("builtin-fast (tensor-core logits)")
+                                        : abi_scoring_table<false>("builtin");
+  return std::make_unique<AbiKernel>(table, nullptr, scoring, spec);
 }
 
 }  // namespace
@@ -177,24 +234,7 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
     throw Error(ErrorKind::kEnvironment,
                 "this needs a GPU: no CUDA device (" + (gpu.error.empty() ? "0 devices" : gpu.error) + ")");
   }
-  if (spec == "builtin") {
-    return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect>("builtin"), nullptr,
-                                       abi_scoring_table<false>("builtin"));
-  }
-  if (spec == "builtin-fast") {
-    return std::make_unique<AbiKernel>(abi_table<PluginBug::kCorrect>("builtin-fast"), nullptr,
-                                       abi_scoring_table<true>("builtin-fast (tensor-core logits)"));
-  }
-  // builtin:N — our kernels with N lanes per head; builtin:N:grid1 — the same in a grid of
-  // one block, whose persistent warps then walk many tiles each, where a small batch gives
-  // every warp of a full grid one tile (tuning knobs: the bytes must not change).
-  using Opener = std::unique_ptr<KernelUnderTest> (*)();
-  static const std::map<std::string, Opener> builtin_widths = {
-      {"builtin:1", &open_builtin<1, 0>},       {"builtin:2", &open_builtin<2, 0>},
-      {"builtin:4", &open_builtin<4, 0>},       {"builtin:8", &open_builtin<8, 0>},
-      {"builtin:1:grid1", &open_builtin<1, 1>}, {"builtin:2:grid1", &open_builtin<2, 1>},
-      {"builtin:4:grid1", &open_builtin<4, 1>}, {"builtin:8:grid1", &open_builtin<8, 1>}};
-  if (const auto it = builtin_widths.find(spec); it != builtin_widths.end()) return it->second();
+  if (auto builtin = open_builtin(spec)) return builtin;
   void* library = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) throw Error(ErrorKind::kEnvironment, "cannot load '" + spec + "': " + dlerror());
   const auto get = reinterpret_cast<dsaf_kernel_get_fn>(dlsym(library, "dsaf_kernel_get"));

@@ -51,8 +51,8 @@ int resident_blocks(Kernel kernel, int threads, int shared_bytes, const char* na
 
 // Calls f(std::integral_constant<int, L>{}) for a lane-group width L in {1, 2, 4, 8}
 // (api.h lanes_per_head; the launchers resolve kAutoLanesPerHead before calling this).
-// Wider groups (16, 32 lanes per head) were measured slower on every recipe
-// (bench/results/LOG.md run 9) and are not compiled.
+// Wider groups (16, 32 lanes per head) measured slower on every recipe on the H200
+// (bench/results/LOG.md) and are not compiled.
 template <class F>
 void dispatch_lanes(int lanes_per_head, const char* kernel, F f) {
   switch (lanes_per_head) {

@@ -15,7 +15,8 @@
 #include <string>
 
 #include "device/api.h"
-#include "device/head_pipeline.cuh"
+#include "device/head/head_io.cuh"
+#include "device/head/quantize.cuh"
 #include "device/launch.h"
 #include "device/primitives/paging.cuh"
 

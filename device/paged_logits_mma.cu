@@ -18,11 +18,11 @@
 // device (keys_per_block_for). A block walks its keys in steps of 64 (wgmma's M): step i
 // lives in ring slot i % kStages, kStages - 1 steps are in flight (cp.async, every thread
 // copying its share) while the tensor core works on one. Per step and warp the loop issues
-// a handful of copies, one barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. Measured
-// (bench/results/LOG.md run 27, decode 32 x 64 heads x 128K): fp8 0.150 ms = 91% of copy,
-// bf16 0.269 ms = 96%; the mma.sync kernel this replaced took 0.195 / 0.293 ms (68% / 86%),
-// held by the tensor pipe and the shared-memory reloads of the query's fragments, which
-// wgmma reads from shared memory itself.
+// a handful of copies, one barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. On the
+// H200 (decode 32 x 64 heads x 128K; bench/results/LOG.md): fp8 0.150 ms = 91% of copy,
+// bf16 0.269 ms = 96%. An mma.sync kernel is held back by the tensor pipe and the
+// shared-memory reloads of the query's fragments (68% / 86% of copy), which wgmma reads
+// from shared memory itself.
 //
 // Shared-memory operands (PTX ISA, "Shared Memory Matrix Layout", 128-byte swizzling,
 // K-major, which e4m3 wgmma requires for both operands): row r of a 64-row tile (a key of
@@ -403,8 +403,8 @@ const char* format_name(StorageFormat f) {
 // blocks as fill the device: blocks_per_row x rows close to a whole number of waves of
 // `resident` blocks (at least 90% of the last wave used; the bench shape, fp8: 32 rows on
 // 660 block slots, 5 per SM: 20 blocks per row, 640 blocks in one wave, 103 steps of 64
-// keys per block). Runs 18-21 (the mma.sync kernel) used 2,048 keys per block: 5.2 waves,
-// the setup paid 5-6 times per slot.
+// keys per block). A fixed 2,048 keys per block gives 5.2 waves, the setup paid 5-6 times
+// per slot.
 // Which block scores a key does not change its score (each key's sum is formed by one quad
 // in a fixed order), so this choice cannot change a result bit.
 template <class T>

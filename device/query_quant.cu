@@ -6,13 +6,21 @@
 #include <cmath>
 
 #include "device/api.h"
-#include "device/head_pipeline.cuh"
+#include "device/head/head_io.cuh"
+#include "device/head/quantize.cuh"
+#include "device/head/transform.cuh"
 #include "device/launch.h"
 
 namespace dsaf::dev {
 namespace {
 
 constexpr int kThreadsPerBlock = 256;
+
+// Blocks of 256 threads to keep resident per SM (__launch_bounds__' second argument): the
+// register budget is capped at 65536 / (256 x this) per thread: 8 lanes 64 registers, 4:
+// 128, 2 and 1: 255 (a lane then holds 64 or 128 values).
+template <int kLanes>
+inline constexpr int kMinBlocksPerSm = kLanes == 8 ? 4 : kLanes == 4 ? 2 : 1;
 
 // fl(H^-1/2), fl(D^-1/2) and fl((H*D)^-1/2), computed on the host in fp64 and rounded once.
 struct WeightConstants {
@@ -30,7 +38,7 @@ query_quant_kernel(const QueryArgs args, const WeightConstants k) {
   const bool store = row_unclamped < rows;  // else recompute the last row, store nothing
   const int64_t row = store ? row_unclamped : rows - 1;
   const int64_t token = row / args.num_heads;
-  const KernelRecipe& r = args.recipe;
+  const ref::RecipeFields& r = args.recipe;
 
   HeadPart<kLanes> x;
   const size_t element_bytes = args.input_bf16 ? 2 : 4;

@@ -91,7 +91,7 @@ KeyBatch make_batch(std::mt19937_64& rng, int page_size, bool decode, bool bf16,
   h.norm_bias = bias;
   const ref::PagedCacheLayout layout(recipe.key_quant.format, page_size);
   h.cache.assign(b.num_pages * layout.page_bytes(), 0xAA);  // sentinel: untouched bytes stay 0xAA
-  h.recipe = dev::kernel_recipe(recipe);
+  h.recipe = recipe;
   return b;
 }
 
@@ -211,7 +211,7 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
   }
   q.rope_cos.assign(rope.cos(0), rope.cos(0) + static_cast<size_t>(kMaxPositions) * 32);
   q.rope_sin.assign(rope.sin(0), rope.sin(0) + static_cast<size_t>(kMaxPositions) * 32);
-  q.recipe = dev::kernel_recipe(recipe);
+  q.recipe = recipe;
   const dev::HostQueryResult got = kernel.query_quant(q);
   // The reference's outputs in the kernel's layout, for a recipe.
   const auto expected_query = [&](const ref::Recipe& r) {

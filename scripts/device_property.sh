@@ -28,10 +28,12 @@ if [ "$passed" -ne "$cells" ]; then
   echo "device property: $passed of $cells cells passed"
   status=1
 fi
-# Every cell drew both grids (full, and one block: a warp's later tiles).
-both=$(grep '^  cases by kernel:' "$log" | grep ':grid1: ' | grep -cE ' builtin:[0-9]: ')
+# Every cell drew both grids (full, and one block: a warp's later tiles) and all three
+# tile walks (batch order, tile order, hand-out).
+both=$(grep '^  cases by kernel:' "$log" | grep ':grid1:' | grep -E ' builtin:[0-9]:[a-z]' |
+       grep 'batch-order: ' | grep 'tile-order: ' | grep -c 'hand-out: ')
 if [ "$both" -ne "$cells" ]; then
-  echo "device property: $both of $cells cells ran both a full grid and one block"
+  echo "device property: $both of $cells cells ran both grids and every tile walk"
   status=1
 fi
 grep -E '^\[ .* \] device property|OK, passed|Falsifiable|FAILED|cases by (page size|kernel)' "$log"

@@ -10,7 +10,7 @@
 # 10-minute device call.
 # DSAF_GPU_CHECK_PART=tests | bench: the build and the tests, sanitizers and `verify`; or
 # the build (incremental where the directory is still there) and the benchmarks, PyTorch
-# baselines, ncu profile and table. Both in one call took ~580 s in H200 run 66, at the
+# baselines, ncu profile and table. Both in one call took ~580 s on the H200, at the
 # device tool's 600 s limit; two calls, the second on the still-warm machine, fit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -79,7 +79,7 @@ for py in torch_key_path torch_paged_logits torch_topk; do
 done
 
 # Where the default key kernel (sglang-v4-fp8, pinned, 1 lane per head) spends its time.
-ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:StorageFormatE3ELi1ENS0_15SglangV4" \
+ncu --clock-control none --kernel-name-base mangled --kernel-name "regex:StorageFormatE3ELi1ELi0E" \
   --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
   --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats \
   "$build/bench/key_store_bench" /tmp/ncu-key.json sglang-v4-fp8 > "$out/$stamp-ncu-key-store-fp8-lanes1.txt" 2>&1

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "device/api.h"
-#include "device/head_pipeline.cuh"
+#include "device/head/quantize.cuh"
 #include "device/kernel_abi.h"
 #include "device/kernel_abi_convert.h"
 
@@ -45,8 +45,8 @@ __global__ void shift_tokens_kernel(const dsaf_key_store_args_v1 a, const uint8_
 }
 
 template <PluginBug kBug>
-KernelRecipe plugin_recipe(const dsaf_recipe_v1& abi) {
-  KernelRecipe r = from_abi(abi);
+ref::RecipeFields plugin_recipe(const dsaf_recipe_v1& abi) {
+  ref::RecipeFields r = from_abi(abi);
   if constexpr (kBug == PluginBug::kReciprocal) {
     r.key_quant.apply = ref::ScaleApply::kTimesReciprocal;
     r.query_quant.apply = ref::ScaleApply::kTimesReciprocal;
@@ -54,10 +54,22 @@ KernelRecipe plugin_recipe(const dsaf_recipe_v1& abi) {
   return r;
 }
 
-// kLanes: the lane-group width of our kernels (api.h launch_key_store; 0 = the fastest);
-// kMaxBlocks: a grid cap (api.h KeyStoreArgs::max_blocks; 0 = none). No effect on bits.
-template <PluginBug kBug, int kLanes = kAutoLanesPerHead, int kMaxBlocks = 0>
-int abi_key_store(const dsaf_key_store_args_v1* a) {
+// How our key kernel is scheduled behind the ABI (api.h KeyStoreSchedule): its width (0 =
+// the fastest), a grid cap (0 = none) and its tile walk. None changes a bit; the default
+// is what bench/key_store_bench.cu times for the published speeds: the fastest width, a
+// full grid, the tile order with its last tiles handed out.
+struct AbiSchedule {
+  int lanes = kAutoLanesPerHead;
+  int max_blocks = 0;
+  KeyTileWalk walk = KeyTileWalk::kHandOut;
+};
+
+// The ABI does not pass the RoPE table's length: a tile order sorted on all 31 bits of a
+// position is a permutation whatever the positions are.
+inline constexpr int kAnyRopePositions = 1 << 30;
+
+template <PluginBug kBug>
+int abi_key_store(const dsaf_key_store_args_v1* a, const AbiSchedule& s) {
   try {
     KeyStoreArgs args;
     args.input = a->input;
@@ -74,7 +86,12 @@ int abi_key_store(const dsaf_key_store_args_v1* a) {
     args.cache = a->cache;
     args.page_size = a->page_size;
     args.recipe = plugin_recipe<kBug>(a->recipe);
-    args.max_blocks = kMaxBlocks;
+    KeyStoreSchedule schedule;
+    schedule.lanes_per_head = s.lanes;
+    schedule.max_blocks = s.max_blocks;
+    const KeyTileOrder order(args.positions, args.num_tokens, key_store_tile_tokens(args.recipe, s.lanes),
+                             kAnyRopePositions, s.walk);
+    order.apply(schedule);
     if constexpr (kBug == PluginBug::kOffsetByOneToken) {
       // Run the correct kernel into a copy of the cache, then move every token one slot on.
       const int vb = value_bytes(args.recipe.key_quant.format);
@@ -91,7 +108,7 @@ int abi_key_store(const dsaf_key_store_args_v1* a) {
       if (cudaMalloc(&scratch, std::max<size_t>(1, pages * page_bytes)) != cudaSuccess) return 1;
       cudaMemcpy(scratch, a->cache, pages * page_bytes, cudaMemcpyDeviceToDevice);
       args.cache = scratch;
-      launch_key_store(args, kLanes);
+      launch_key_store(args, schedule);
       shift_tokens_kernel<<<static_cast<unsigned>(a->num_tokens), 128>>>(*a, scratch, a->cache, vb, sb);
       const cudaError_t status = cudaDeviceSynchronize();
       cudaFree(scratch);
@@ -101,7 +118,7 @@ int abi_key_store(const dsaf_key_store_args_v1* a) {
       }
       return 0;
     } else {
-      launch_key_store(args, kLanes);
+      launch_key_store(args, schedule);
       return 0;
     }
   } catch (const std::exception& e) {
@@ -110,8 +127,8 @@ int abi_key_store(const dsaf_key_store_args_v1* a) {
   }
 }
 
-template <PluginBug kBug, int kLanes = kAutoLanesPerHead>
-int abi_query_quant(const dsaf_query_args_v1* a) {
+template <PluginBug kBug>
+int abi_query_quant(const dsaf_query_args_v1* a, int lanes) {
   try {
     QueryArgs args;
     args.input = a->input;
@@ -126,7 +143,7 @@ int abi_query_quant(const dsaf_query_args_v1* a) {
     args.q_scales = a->q_scales;
     args.weights = a->weights;
     args.recipe = plugin_recipe<kBug>(a->recipe);
-    launch_query_quant(args, kLanes);
+    launch_query_quant(args, lanes);
     return 0;
   } catch (const std::exception& e) {
     abi_last_error() = e.what();
@@ -194,10 +211,14 @@ const dsaf_scoring_v1* abi_scoring_table(const char* name) {
   return &table;
 }
 
-template <PluginBug kBug, int kLanes = kAutoLanesPerHead, int kMaxBlocks = 0>
+// The ABI table of our kernels (kBug: a deliberately wrong variant) for one schedule,
+// given as compile-time values because the ABI's entry points are plain functions.
+template <PluginBug kBug, int kLanes = kAutoLanesPerHead, int kMaxBlocks = 0, KeyTileWalk kWalk = KeyTileWalk::kHandOut>
 const dsaf_kernel_v1* abi_table(const char* name) {
-  static const dsaf_kernel_v1 table = {DSAF_KERNEL_ABI_VERSION, name, &abi_key_store<kBug, kLanes, kMaxBlocks>,
-                                       &abi_query_quant<kBug, kLanes>, &abi_error_text};
+  static const dsaf_kernel_v1 table = {
+      DSAF_KERNEL_ABI_VERSION, name,
+      [](const dsaf_key_store_args_v1* a) { return abi_key_store<kBug>(a, AbiSchedule{kLanes, kMaxBlocks, kWalk}); },
+      [](const dsaf_query_args_v1* a) { return abi_query_quant<kBug>(a, kLanes); }, &abi_error_text};
   return &table;
 }
 

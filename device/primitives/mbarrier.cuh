@@ -4,7 +4,8 @@
 // its expected arrivals have come, and a waiter names the phase by its parity. Arrivals
 // release and waits acquire at CTA scope (the PTX defaults): what a thread accessed before
 // its own arrival is ordered before the waiter's accesses, and only that thread's (one
-// lane arriving after __syncwarp does not cover the others: H200 run 71's racecheck), so
+// lane arriving after __syncwarp does not cover the others: compute-sanitizer's racecheck
+// reports the other lanes' accesses as hazards), so
 // every lane that wrote or read hands over with an arrival of its own.
 #pragma once
 

@@ -5,10 +5,13 @@
 // 100 x DSAF_PROPERTY_SCALE cases (default 1 here; gpu_check runs scale 100, 10,000 cases
 // a cell, one process per format in parallel: scripts/device_property.sh), each cell from
 // its own seed. Half of a cell's cases run a preset of its format instead of a generated
-// recipe (the launcher serves the presets with pinned instantiations, device/key_paths.cuh,
-// that a generated recipe matches field for field almost never), and half run in a grid of
-// one block, whose warps walk several tiles each. A failure prints the shrunk layout, the
-// kernel, the recipe (as a file for generated ones) and a `dsa-fidelity verify` command.
+// recipe (the launcher serves the presets with pinned instantiations,
+// device/key_store/key_paths.cuh, that a generated recipe matches field for field almost
+// never); half run in a grid of one block, whose warps walk several tiles each; and each
+// case draws its tile walk (batch order, tile order, or the tile order with its last tiles
+// handed out: api.h KeyStoreSchedule), so the schedule the benchmarks time is the one
+// checked here. A failure prints the shrunk layout, the kernel, the recipe (as a file for
+// generated ones) and a `dsa-fidelity verify` command.
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -40,8 +43,8 @@ struct Cell {
 
 // rc::check with the configured parameters (RC_PARAMS), but the seed plus seed_offset:
 // rc::check gives every check of a process the same seed, so cells that differ only in
-// their page sizes would draw the same recipes, lengths and rows (H200 run 72: the three
-// fp8 cells of one process checked the same 1,029,521 tokens). RC_PARAMS's reproduce
+// their page sizes would draw the same recipes, lengths and rows (the three
+// fp8 cells of one process would check the same tokens). RC_PARAMS's reproduce
 // strings are not read here; a failure prints its recipe, layout and a verify command.
 template <class Property>
 bool check_cell(const std::string& description, uint64_t seed_offset, Property property) {
@@ -63,7 +66,7 @@ std::vector<Cell> cells() {
   const std::vector<std::pair<std::string, std::vector<int>>> classes = {
       {"small_pages", {1, 2, 4, 8}}, {"medium_pages", {16, 32, 64}}, {"large_pages", {128, 256}}};
   // Every page size alike (the layout generator's own draw scales with RapidCheck's size
-  // and gave pages of 4 tokens to under 1% of run 72's cases).
+  // and gives pages of 4 tokens to under 1% of its cases).
   const std::vector<int> all_sizes = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   std::vector<Cell> out;
   for (const auto& [format, name] : {std::pair{StorageFormat::kFp8E4m3fn, "fp8"}, std::pair{StorageFormat::kBf16, "bf16"},
@@ -137,24 +140,20 @@ TEST_P(DevicePropertyGpu, KeyCacheEqualsReference) {
     b.norm_weight = in.norm_weight;
     b.norm_bias = in.norm_bias;
     b.cache.assign(expected.size(), 0xAA);
-    b.recipe = dev::kernel_recipe(recipe);
-    // Our kernel at a drawn lane-group width, in a full grid or one block (tuning knobs that
-    // must not change a bit). These batches are small: in a full grid every persistent warp
-    // gets one tile, in one block each walks several, through the steady state of its copy
-    // pipeline (and, with producer warps, their hand-offs) that a full grid never reaches.
-    static const std::map<std::string, std::unique_ptr<dev::KernelUnderTest>> kernels = [] {
-      std::map<std::string, std::unique_ptr<dev::KernelUnderTest>> m;
-      for (const char* grid : {"", ":grid1"}) {
-        for (int lanes : {1, 2, 4, 8}) {
-          const std::string spec = "builtin:" + std::to_string(lanes) + grid;
-          m[spec] = dev::open_kernel(spec);
-        }
-      }
-      return m;
-    }();
+    b.recipe = recipe;
+    // Our kernel at a drawn lane-group width, in a full grid or one block, on a drawn tile
+    // walk (tuning knobs that must not change a bit). These batches are small: in a full
+    // grid every persistent warp gets one tile, in one block each walks several, through
+    // the steady state of its copy pipeline (and, with producer warps, their hand-offs)
+    // that a full grid never reaches.
+    static std::map<std::string, std::unique_ptr<dev::KernelUnderTest>> kernels;
     const int lanes = *rc::gen::element(1, 2, 4, 8);
     const bool one_block = *rc::gen::arbitrary<bool>();
-    const std::string kernel = "builtin:" + std::to_string(lanes) + (one_block ? ":grid1" : "");
+    const dev::KeyTileWalk walk =
+        *rc::gen::element(dev::KeyTileWalk::kBatchOrder, dev::KeyTileWalk::kTileOrder, dev::KeyTileWalk::kHandOut);
+    const std::string kernel =
+        "builtin:" + std::to_string(lanes) + (one_block ? ":grid1:" : ":") + dev::to_string(walk);
+    if (kernels.count(kernel) == 0) kernels[kernel] = dev::open_kernel(kernel);
     const std::vector<uint8_t> actual = kernels.at(kernel)->key_store(b);
     oracle::CacheOwnership owners{l.page_tables, l.seq_lens};
     const oracle::ByteVerdict v =

@@ -1,4 +1,4 @@
-// The device e2m1 encoder (head_pipeline.cuh e2m1_code, bit arithmetic) against a
+// The device e2m1 encoder (device/head/quantize.cuh e2m1_code, bit arithmetic) against a
 // brute-force nearest-of-eight search on every one of the 2^32 floats, for both tie rules
 // the recipes use. The search is the definition, written independently of the encoder:
 // the distance to each representable magnitude, in double; the smaller code on a tie
@@ -7,15 +7,16 @@
 // order the distances right below 6: a float that is not a midpoint is at least 2^-26
 // from the nearest one (the float spacing just below 0.25), so its two distances differ by
 // far more than the rounding of a double below 8 (2^-50), and at a midpoint both distances
-// are exact. (Far above 6 they are not: the first run of this test, H200 run 40, searched
-// everywhere and failed on the 603,979,775 finite floats of each sign above 2^56, where
-// the distances to 4 and 6 round to the same double.)
+// are exact. (Far above 6 they are not: a search of every float fails on the 603,979,775
+// finite floats of each sign above 2^56, where the distances to 4 and 6 round to the same
+// double.)
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
 
-#include "device/head_pipeline.cuh"
+#include "device/head/head_io.cuh"
+#include "device/head/quantize.cuh"
 #include "tests/device/gpu_test_support.h"
 
 namespace dsaf::test {

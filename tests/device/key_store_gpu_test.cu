@@ -33,7 +33,7 @@ const std::vector<std::string> kQuantisingPresets = {"dsv32-ref", "dsv32-bf16", 
 const std::vector<int> kLaneWidths = {1, 2, 4, 8};
 
 // The key-store test's recipes: every preset that quantises, each on its pinned kernel
-// (device/key_paths.cuh), and "PRESET:generic", the preset with its norm's FMA
+// (device/key_store/key_paths.cuh), and "PRESET:generic", the preset with its norm's FMA
 // contraction flipped (a field every pinned path fixes, so the generic kernel runs it):
 // every store format, and each of fp8's three scale rules.
 const std::string kGeneric = ":generic";
@@ -55,33 +55,33 @@ ref::Recipe key_store_recipe(const std::string& name) {
 }
 
 // Every preset that quantises runs the instantiation compiled with its fields as constants
-// (device/key_paths.cuh), the kernels bench/key_store_bench.cu times; any other recipe, or
+// (device/key_store/key_paths.cuh), the kernels bench/key_store_bench.cu times; any other recipe, or
 // one field changed, runs the generic kernel. Host-side only: runs without a GPU.
 TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
   for (const std::string& name : kQuantisingPresets) {
-    EXPECT_EQ(dev::key_store_path(dev::kernel_recipe(ref::preset(name))), name);
+    EXPECT_EQ(dev::key_store_path(ref::preset(name)), name);
   }
   for (const std::string& name : key_store_recipes()) {
     if (name.find(kGeneric) == std::string::npos) continue;
-    EXPECT_EQ(dev::key_store_path(dev::kernel_recipe(key_store_recipe(name))), "generic") << name;
+    EXPECT_EQ(dev::key_store_path(key_store_recipe(name)), "generic") << name;
   }
-  dev::KernelRecipe v32 = dev::kernel_recipe(ref::preset("dsv32-ref"));
+  ref::RecipeFields v32 = ref::preset("dsv32-ref");
   v32.key_rounding.rope = false;
   EXPECT_EQ(dev::key_store_path(v32), "generic");
-  v32 = dev::kernel_recipe(ref::preset("dsv32-bf16"));
+  v32 = ref::preset("dsv32-bf16");
   v32.key_norm.order = ref::ReductionOrder::kWarpTree;
   EXPECT_EQ(dev::key_store_path(v32), "generic");
-  // The default widths, the fastest measured on the H200 (bench/results/LOG.md runs 37-42, 69, 84).
+  // The default widths, the fastest measured on the H200 (docs/key-path-speed.md).
   const std::vector<std::pair<const char*, int>> fastest = {
       {"sglang-v4-fp8", 1}, {"sglang-v4-bf16", 2}, {"sglang-v4-fp4", 1}, {"dsv32-ref", 1},
       {"dsv32-bf16", 1},    {"sglang-v32-fused", 1}, {"vllm-v32", 1},    {"dsv4-ref", 1}};
   for (const auto& [name, lanes] : fastest) {
-    EXPECT_EQ(dev::fastest_key_lanes(dev::kernel_recipe(ref::preset(name))), lanes) << name;
+    EXPECT_EQ(dev::fastest_key_lanes(ref::preset(name)), lanes) << name;
   }
-  dev::KernelRecipe changed = dev::kernel_recipe(ref::preset("sglang-v4-fp8"));
-  changed.rope_fma = ref::ContractedProduct::kNone;
+  ref::RecipeFields changed = ref::preset("sglang-v4-fp8");
+  changed.rope.fma = ref::ContractedProduct::kNone;
   EXPECT_EQ(dev::key_store_path(changed), "generic");
-  changed = dev::kernel_recipe(ref::preset("sglang-v4-fp4"));
+  changed = ref::preset("sglang-v4-fp4");
   changed.key_quant.fp4_rounding = ref::Rounding::kNearestEven;
   EXPECT_EQ(dev::key_store_path(changed), "generic");
 }
@@ -101,10 +101,10 @@ TEST(KeyStoreArgsCheck, ANormWithoutItsWeightOrBiasIsBadInput) {
   };
   dev::KeyStoreArgs rms;
   rms.num_tokens = 1;
-  rms.recipe = dev::kernel_recipe(ref::preset("sglang-v4-fp8"));  // RMSNorm
+  rms.recipe = ref::preset("sglang-v4-fp8");  // RMSNorm
   EXPECT_EQ(kind_of(rms), ErrorKind::kBadInput);
   dev::KeyStoreArgs layer_norm = rms;
-  layer_norm.recipe = dev::kernel_recipe(ref::preset("dsv32-ref"));  // LayerNorm
+  layer_norm.recipe = ref::preset("dsv32-ref");  // LayerNorm
   layer_norm.norm_weight = weight;
   EXPECT_EQ(kind_of(layer_norm), ErrorKind::kBadInput);
 }
@@ -132,7 +132,7 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
     int batches = 0;
     while (tokens < kMinTokensPerClass) {
       const int page_size = page_class.sizes[batches % page_class.sizes.size()];
-      // The tile order (api.h KeyStoreArgs::tile_order), which must not change a byte
+      // The tile order (api.h KeyStoreSchedule), which must not change a byte
       // either: the batch's own, build_key_tile_order's (tiles sorted by position: the
       // sequences all start at position 0, so with lengths a multiple of 32, drawn for
       // half of these batches, every tile offset repeats in each sequence and warps keep
@@ -188,8 +188,10 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       args.norm_bias = d_bias.get();
       args.cache = d_cache.get();
       args.page_size = page_size;
-      args.recipe = dev::kernel_recipe(recipe);
-      args.max_blocks = max_blocks;
+      args.recipe = recipe;
+      dev::KeyStoreSchedule schedule;
+      schedule.lanes_per_head = lanes;
+      schedule.max_blocks = max_blocks;
       const int tile_tokens = dev::key_store_tile_tokens(args.recipe, lanes);
       const int64_t tiles = (T + tile_tokens - 1) / tile_tokens;
       DeviceBuffer<int32_t> d_order(tiles);
@@ -221,24 +223,24 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
         d_order.upload(order);
       }
       if (order_kind > 0) {
-        args.tile_order = d_order.get();
-        args.tile_order_tokens = tile_tokens;
+        schedule.tile_order = d_order.get();
+        schedule.tile_order_tokens = tile_tokens;
       }
       // With an order, half the batches hand its last tiles out by counters (api.h
-      // tile_counters; in batches this small the hand-out often covers every tile). The
+      // KeyStoreSchedule; in batches this small the hand-out often covers every tile). The
       // launch must leave the counters zero: it is launched twice on one pair, the cache
       // reset in between, and the second launch's bytes are the ones compared.
       const bool hand_out = order_kind > 0 && std::uniform_int_distribution<int>(0, 1)(rng) == 0;
       DeviceBuffer<int32_t> d_counters(std::vector<int32_t>{0, 0});
       if (hand_out) {
-        args.tile_counters = d_counters.get();
-        args.hand_out_tiles_per_warp = std::uniform_int_distribution<int>(1, 8)(rng);
-        dev::launch_key_store(args, lanes);
+        schedule.tile_counters = d_counters.get();
+        schedule.hand_out_tiles_per_warp = std::uniform_int_distribution<int>(1, 8)(rng);
+        dev::launch_key_store(args, schedule);
         const std::vector<int32_t> counters = d_counters.download();
         ASSERT_EQ(counters, (std::vector<int32_t>{0, 0})) << "hand-out counters after a launch, batch " << batches;
         d_cache.upload(std::vector<uint8_t>(expected.size(), 0xAA));
       }
-      dev::launch_key_store(args, lanes);
+      dev::launch_key_store(args, schedule);
       const std::vector<uint8_t> actual = d_cache.download();
       if (hand_out) {
         ASSERT_EQ(d_counters.download(), (std::vector<int32_t>{0, 0})) << "after the second launch";
@@ -271,12 +273,12 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
   EXPECT_GT(repeated_tiles, 0);
 }
 
-// What launch_key_store says when it refuses `args` at `lanes` ("not refused" if it
+// What launch_key_store says when it refuses `args` under `schedule` ("not refused" if it
 // launched, "not bad input" for another kind of error). Host-side: its checks precede any
 // CUDA call.
-std::string refusal_of(const dev::KeyStoreArgs& args, int lanes) {
+std::string refusal_of(const dev::KeyStoreArgs& args, const dev::KeyStoreSchedule& schedule) {
   try {
-    dev::launch_key_store(args, lanes);
+    dev::launch_key_store(args, schedule);
   } catch (const Error& e) {
     return e.kind() == ErrorKind::kBadInput ? e.what() : "not bad input";
   }
@@ -287,7 +289,7 @@ std::string refusal_of(const dev::KeyStoreArgs& args, int lanes) {
 dev::KeyStoreArgs one_token_args(const float* weight) {
   dev::KeyStoreArgs args;
   args.num_tokens = 1;
-  args.recipe = dev::kernel_recipe(ref::preset("sglang-v4-fp8"));
+  args.recipe = ref::preset("sglang-v4-fp8");
   args.norm_weight = weight;
   return args;
 }
@@ -297,10 +299,12 @@ dev::KeyStoreArgs one_token_args(const float* weight) {
 TEST(KeyStoreArgsCheck, ATileOrderOfAnotherTileSizeIsBadInput) {
   const float weight[kHeadDim] = {};
   const int32_t order[1] = {0};
-  dev::KeyStoreArgs args = one_token_args(weight);
-  args.tile_order = order;
-  args.tile_order_tokens = 16;  // 2 lanes' tiles; launched at 1 lane (32 tokens)
-  EXPECT_NE(refusal_of(args, 1).find("tile order"), std::string::npos) << refusal_of(args, 1);
+  const dev::KeyStoreArgs args = one_token_args(weight);
+  dev::KeyStoreSchedule schedule;
+  schedule.lanes_per_head = 1;
+  schedule.tile_order = order;
+  schedule.tile_order_tokens = 16;  // 2 lanes' tiles; launched at 1 lane (32 tokens)
+  EXPECT_NE(refusal_of(args, schedule).find("tile order"), std::string::npos) << refusal_of(args, schedule);
   EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 1), 32);
   EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 8), 4);
 }
@@ -310,14 +314,20 @@ TEST(KeyStoreArgsCheck, ATileOrderOfAnotherTileSizeIsBadInput) {
 TEST(KeyStoreArgsCheck, HandOutCountersWithoutATileOrderAreBadInput) {
   const float weight[kHeadDim] = {};
   int32_t counters[2] = {0, 0};
-  dev::KeyStoreArgs args = one_token_args(weight);
-  args.tile_counters = counters;
-  EXPECT_NE(refusal_of(args, 1).find("tile_counters"), std::string::npos) << refusal_of(args, 1);
+  const dev::KeyStoreArgs args = one_token_args(weight);
+  dev::KeyStoreSchedule schedule;
+  schedule.lanes_per_head = 1;
+  schedule.tile_counters = counters;
+  EXPECT_NE(refusal_of(args, schedule).find("tile_counters"), std::string::npos) << refusal_of(args, schedule);
   const int32_t order[1] = {0};
-  args.tile_order = order;
-  args.tile_order_tokens = 32;
-  args.hand_out_tiles_per_warp = 0;
-  EXPECT_NE(refusal_of(args, 1).find("hand_out_tiles_per_warp"), std::string::npos) << refusal_of(args, 1);
+  schedule.tile_order = order;
+  schedule.tile_order_tokens = 32;
+  schedule.hand_out_tiles_per_warp = 0;
+  EXPECT_NE(refusal_of(args, schedule).find("hand_out_tiles_per_warp"), std::string::npos)
+      << refusal_of(args, schedule);
+  schedule.hand_out_tiles_per_warp = 4;
+  schedule.max_blocks = -1;
+  EXPECT_NE(refusal_of(args, schedule).find("max_blocks"), std::string::npos) << refusal_of(args, schedule);
 }
 
 // build_key_tile_order refuses what it cannot order, naming the argument, before it asks
@@ -380,7 +390,7 @@ TEST_P(QueryQuantGpu, MatchesReferenceCodesScalesAndWeights) {
   args.q_values = d_values.get();
   args.q_scales = d_scales.get();
   args.weights = d_weights.get();
-  args.recipe = dev::kernel_recipe(recipe);
+  args.recipe = recipe;
   std::vector<ref::QueryOutput> expected;
   for (int64_t t = 0; t < T; ++t) {
     expected.push_back(ref::run_query_path(recipe, input.data() + t * H * kHeadDim, H, wproj.data() + t * H,

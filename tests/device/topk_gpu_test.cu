@@ -1,4 +1,4 @@
-// The device top-K (device/topk.cu) against ref::select_topk, index for index and in order:
+// The device top-K (device/topk/) against ref::select_topk, index for index and in order:
 // random rows of every length class (1 .. 262,144, around K), rows built from bit patterns
 // (few distinct values, a shared high part of 22..30 bits, +/-0.0, +/-inf, subnormals, all
 // equal, bf16-rounded), rows whose candidates overflow the kernel's shared buffer, every
@@ -31,7 +31,7 @@ const std::vector<int> kBlocksPerRow = {dev::kTopKAutoBlocksPerRow, 1, 2, 4, 8};
 
 enum class RowKind {
   kGaussian,         // N(0, 1) times a random power of two
-  kBf16,             // Gaussian rounded to bf16: ties everywhere (the omlx case, VERIFICATION.md §4)
+  kBf16,             // Gaussian rounded to bf16: ties everywhere (the omlx case, docs/verification.md §4)
   kFewValues,        // 1..8 distinct values, any finite bit patterns
   kSharedHighBits,   // one random finite value's high 22, 26 or 30 bits, random low bits
   kSpecials,         // +/-0, +/-inf, subnormals, +/-FLT_MAX, +/-FLT_MIN, +/-1, any finite

@@ -1,4 +1,4 @@
-// File: key_tile_order.cu — a tile order for the key kernel (api.h KeyStoreArgs::tile_order):
+// File: key_tile_order.cu — a tile order for the key kernel (api.h KeyStoreSchedule):
 // the batch's tiles radix-sorted by the position of their first token, with CUB (a stable
 // LSD sort over the bits of the largest position the RoPE table has: a 64K-row table
 // costs two 8-bit passes, not four). Tiles at the same offsets of several sequences then
@@ -85,6 +85,51 @@ void build_key_tile_order(const int32_t* positions, int64_t num_tokens, int tile
   check_cuda(cub::DeviceRadixSort::SortPairs(base + 3 * array_bytes, bytes, keys, sorted_keys, tile_ids, order, tiles,
                                              0, key_bits(rope_positions)),
              "key tile order: radix sort");
+}
+
+const char* to_string(KeyTileWalk walk) {
+  switch (walk) {
+    case KeyTileWalk::kBatchOrder: return "batch-order";
+    case KeyTileWalk::kTileOrder: return "tile-order";
+    case KeyTileWalk::kHandOut: return "hand-out";
+  }
+  return "?";
+}
+
+KeyTileOrder::KeyTileOrder(const int32_t* positions, int64_t num_tokens, int tile_tokens, int rope_positions,
+                           KeyTileWalk walk)
+    : tile_tokens_(tile_tokens) {
+  if (walk == KeyTileWalk::kBatchOrder || num_tokens == 0) return;
+  const size_t scratch_bytes = key_tile_order_scratch_bytes(num_tokens, tile_tokens);
+  const int64_t tiles = (num_tokens + tile_tokens - 1) / tile_tokens;
+  void* scratch = nullptr;
+  check_cuda(cudaMalloc(&order_, tiles * sizeof(int32_t)), "key tile order: order");
+  check_cuda(cudaMalloc(&scratch, scratch_bytes), "key tile order: scratch");
+  try {
+    build_key_tile_order(positions, num_tokens, tile_tokens, rope_positions, order_, scratch, scratch_bytes);
+    if (walk == KeyTileWalk::kHandOut) {
+      check_cuda(cudaMalloc(&counters_, 2 * sizeof(int32_t)), "key tile order: counters");
+      check_cuda(cudaMemset(counters_, 0, 2 * sizeof(int32_t)), "key tile order: counters");
+    }
+    check_cuda(cudaDeviceSynchronize(), "key tile order");
+  } catch (...) {
+    cudaFree(scratch);
+    cudaFree(order_);
+    cudaFree(counters_);
+    throw;
+  }
+  cudaFree(scratch);
+}
+
+KeyTileOrder::~KeyTileOrder() {
+  cudaFree(order_);
+  cudaFree(counters_);
+}
+
+void KeyTileOrder::apply(KeyStoreSchedule& schedule) const {
+  schedule.tile_order = order_;
+  schedule.tile_order_tokens = order_ != nullptr ? tile_tokens_ : 0;
+  schedule.tile_counters = counters_;
 }
 
 }  // namespace dsaf::dev

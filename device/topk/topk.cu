@@ -1,0 +1,119 @@
+// File: topk.cu — launch_topk (api.h): the cluster size per row, the launch and the row
+// statuses of the radix select in select.cuh (its header has the algorithm and why it is
+// exact and deterministic).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/api.h"
+#include "device/launch.h"
+#include "device/topk/select.cuh"
+
+namespace dsaf::dev {
+namespace {
+
+using namespace topk_select;
+
+// Blocks per row when the caller leaves it open: more blocks while the grid still fills at
+// most half of the SMs and every block keeps at least kMinScoresPerBlock scores. Half, not
+// all: on the H200 (32 rows x 128K; bench/results/LOG.md) 2 blocks per row took 0.060 ms
+// and 4 (one full wave) 0.071 ms; the cluster's extra histogram exchange costs more than
+// the extra SMs return.
+int auto_blocks_per_row(const TopKArgs& args) {
+  int device = 0, sms = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  int blocks = 1;
+  while (blocks < 8 && static_cast<int64_t>(args.rows) * blocks * 4 <= sms &&
+         args.row_stride >= kMinScoresPerBlock * blocks * 2) {
+    blocks *= 2;
+  }
+  return blocks;
+}
+
+template <int kCluster>
+void launch_cluster(const TopKArgs& args, int32_t* status) {
+  const auto kernel = topk_kernel<kCluster>;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Smem)),
+             "topk_kernel shared memory");
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(args.rows) * kCluster);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = sizeof(Smem);
+  config.stream = nullptr;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kCluster;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = kCluster > 1 ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, args, status), "topk_kernel launch");
+}
+
+// The synchronous launch's status array comes from the stream-ordered pool (cheap after
+// the first call, unlike cudaMalloc/cudaFree, which synchronise the device).
+struct CudaFreeAsync {
+  void operator()(int32_t* p) const { cudaFreeAsync(p, nullptr); }
+};
+
+}  // namespace
+
+void launch_topk(const TopKArgs& args, int blocks_per_row) {
+  if (args.k < 1 || args.k > kTopKMaxK) {
+    throw_bad_input("top-K: K must be in [1, " + std::to_string(kTopKMaxK) + "], got " + std::to_string(args.k));
+  }
+  if (args.rows < 0) throw_bad_input("top-K: negative row count");
+  if (args.row_stride < 0) throw_bad_input("top-K: negative row stride");
+  if (args.valid_lengths == nullptr && args.row_stride > kTopKMaxRowLength) {
+    throw_bad_input("top-K: rows of " + std::to_string(args.row_stride) + " scores; at most " +
+                    std::to_string(kTopKMaxRowLength) + " are supported");
+  }
+  if (blocks_per_row != kTopKAutoBlocksPerRow && blocks_per_row != 1 && blocks_per_row != 2 &&
+      blocks_per_row != 4 && blocks_per_row != 8) {
+    throw_bad_input("top-K: blocks per row must be 1, 2, 4 or 8 (or 0 for automatic)");
+  }
+  if (args.rows == 0) return;
+  if (args.scores == nullptr || args.indices == nullptr) throw_bad_input("top-K: null scores or indices");
+  if (static_cast<int64_t>(args.rows) * 8 > int64_t{0x7FFF'FFFF}) throw_bad_input("top-K: too many rows");
+
+  std::unique_ptr<int32_t, CudaFreeAsync> owned;
+  int32_t* status = args.row_status;
+  if (status == nullptr) {
+    int32_t* p = nullptr;
+    check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&p), sizeof(int32_t) * args.rows, nullptr),
+               "top-K status cudaMallocAsync");
+    owned.reset(p);
+    status = p;
+  }
+  switch (blocks_per_row == kTopKAutoBlocksPerRow ? auto_blocks_per_row(args) : blocks_per_row) {
+    case 1: launch_cluster<1>(args, status); break;
+    case 2: launch_cluster<2>(args, status); break;
+    case 4: launch_cluster<4>(args, status); break;
+    default: launch_cluster<8>(args, status); break;
+  }
+  if (!owned) return;
+
+  // Synchronous use: the statuses come back and the first bad row is named.
+  std::vector<int32_t> statuses(args.rows);
+  check_cuda(cudaMemcpy(statuses.data(), status, sizeof(int32_t) * args.rows, cudaMemcpyDeviceToHost),
+             "topk_kernel");
+  for (int r = 0; r < args.rows; ++r) {
+    switch (static_cast<TopKRowStatus>(statuses[r])) {
+      case TopKRowStatus::kOk: continue;
+      case TopKRowStatus::kNaN: throw_bad_input("top-K: row " + std::to_string(r) + " has a NaN score");
+      case TopKRowStatus::kBadLength:
+        throw_bad_input("top-K: row " + std::to_string(r) + " has a valid length outside [0, min(row stride " +
+                        std::to_string(args.row_stride) + ", " + std::to_string(kTopKMaxRowLength) + ")]");
+      default:
+        throw Error(ErrorKind::kInternal,
+                    "top-K: row " + std::to_string(r) + ": the selection count or buffer self-check failed");
+    }
+  }
+}
+
+}  // namespace dsaf::dev
