@@ -17,7 +17,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/capture_commands.h"
 #include "cli/ranges.h"
+#include "cli/recipe_choice.h"
+#include "cli/verify_command.h"
 #include "fixtures/fixture.h"
 #include "fixtures/slice.h"
 #include "fixtures/study_inputs.h"
@@ -76,27 +79,6 @@ int cmd_selftest(int threads, const std::string& json_path) {
     std::ofstream(json_path) << dsaf::oracle::json_file_text(dsaf::oracle::selftest_to_json(checks));
   }
   return failed ? kExitVerdictFailed : kExitPass;
-}
-
-// Recipes by name: presets plus those of an optional recipe file.
-std::vector<dsaf::ref::Recipe> resolve_recipes(const std::string& names, const std::string& file) {
-  std::vector<dsaf::ref::Recipe> pool = dsaf::ref::presets();
-  if (!file.empty()) {
-    const auto extra = dsaf::ref::load_recipe_file(file);
-    pool.insert(pool.end(), extra.begin(), extra.end());
-  }
-  std::vector<dsaf::ref::Recipe> out;
-  for (const std::string& name : dsaf::cli::parse_names(names)) {
-    bool found = false;
-    for (auto it = pool.rbegin(); it != pool.rend() && !found; ++it) {
-      if (it->name == name) {
-        out.push_back(*it);
-        found = true;
-      }
-    }
-    if (!found) out.push_back(dsaf::ref::preset(name));  // throws, listing the presets
-  }
-  return out;
 }
 
 // A progress line on stderr when it is a terminal; nothing otherwise.
@@ -238,39 +220,6 @@ int cmd_report(const std::string& results, const std::string& out_dir) {
   return kExitPass;
 }
 
-int cmd_verify(const dsaf::ref::Recipe& recipe, const std::string& kernel_spec, int64_t cases, uint64_t seed,
-               const std::string& json_path, const std::string& command_line) {
-#if defined(DSAF_HAVE_DEVICE)
-  const auto kernel = dsaf::dev::open_kernel(kernel_spec);
-  dsaf::oracle::VerifyConfig config;
-  config.recipe = recipe;
-  config.min_key_tokens = cases;
-  config.seed = seed;
-  fmt::print("verify: {} against recipe {} (seed {})\n", kernel->name(), recipe.name, seed);
-  const dsaf::oracle::VerifyReport report = dsaf::oracle::run_verify(*kernel, config);
-  fmt::print("{}", report.text);
-  if (!json_path.empty()) {
-    nlohmann::json j = report.json;
-    j["kernel"] = kernel->name();
-    j["recipe"] = recipe.name;
-    j["seed"] = seed;
-    j["pass"] = report.pass;
-    j["command"] = command_line;
-    dsaf::oracle::write_text_file(json_path, dsaf::oracle::json_file_text(j));
-  }
-  if (!report.pass) {
-    fmt::print("FAILED. Reproduce: dsa-fidelity verify --kernel {} --recipe {} --cases {} --seed {}\n",
-               kernel_spec, recipe.name, cases, seed);
-    return kExitVerdictFailed;
-  }
-  fmt::print("PASSED\n");
-  return kExitPass;
-#else
-  (void)recipe, (void)kernel_spec, (void)cases, (void)seed, (void)json_path, (void)command_line;
-  throw dsaf::Error(dsaf::ErrorKind::kEnvironment, "verify needs the device build (no CUDA compiler at build time)");
-#endif
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -338,17 +287,9 @@ int main(int argc, char** argv) {
   report->add_option("results", results_path, "sweep.json or needle.json")->required();
   report->add_option("--out", report_out, "output folder")->required();
 
-  std::string verify_recipe, verify_kernel = "builtin", verify_json, verify_recipe_file;
-  int64_t verify_cases = 10000;
-  uint64_t verify_seed = 1;
-  auto* verify = app.add_subcommand("verify", "run a kernel on random tensors and page layouts; compare bytes with the reference");
-  verify->add_option("--recipe", verify_recipe, "recipe the kernel implements")->required();
-  verify->add_option("--recipe-file", verify_recipe_file, "JSON file with more recipes");
-  verify->add_option("--kernel", verify_kernel,
-                     "builtin (exact-order logits) or builtin-fast (tensor-core logits: fp8 or bf16 cache), each with optional schedule knobs :1/2/4/8 (lanes per head), :grid1 (the key kernel in one block), :batch-order/:tile-order/:hand-out (tile walk; default hand-out); or a plug-in library (device/kernel_abi.h)");
-  verify->add_option("--cases", verify_cases, "key tokens to check (at least)");
-  verify->add_option("--seed", verify_seed, "random seed");
-  verify->add_option("--json", verify_json, "write the verdicts as JSON");
+  dsaf::cli::VerifyOptions verify_options;
+  auto* verify = dsaf::cli::add_verify_command(app, verify_options);
+  const dsaf::cli::CaptureCommands capture_commands(app);  // compare, detect
 
   std::string command_line = "dsa-fidelity";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
@@ -364,12 +305,8 @@ int main(int argc, char** argv) {
     if (*report) return cmd_report(results_path, report_out);
     if (*slice) return cmd_slice(slice_checkpoint_dir, slice_layers, slice_out, command_line);
     if (*inspect) return cmd_inspect(inspect_path);
-    if (*verify) {
-      if (verify_cases < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--cases must be >= 1");
-      const auto chosen = resolve_recipes(verify_recipe, verify_recipe_file);
-      if (chosen.size() != 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--recipe takes one recipe");
-      return cmd_verify(chosen[0], verify_kernel, verify_cases, verify_seed, verify_json, command_line);
-    }
+    if (*verify) return dsaf::cli::run_verify_command(verify_options, command_line);
+    if (const auto code = capture_commands.run(command_line)) return *code;
     if (*sweep || *needle) {
       if (topk < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--topk must be >= 1");
       if (study_threads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--threads must be >= 1");
@@ -378,7 +315,7 @@ int main(int argc, char** argv) {
       acts.seed = activation_seed;
       acts.num_heads = activation_heads;
       if (activation_heads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--heads must be >= 1");
-      const auto chosen = resolve_recipes(recipe_names, recipe_file);
+      const auto chosen = dsaf::cli::resolve_recipes(recipe_names, recipe_file);
       const auto contexts = dsaf::cli::parse_contexts(contexts_text);
       std::shared_ptr<const dsaf::oracle::ActivationSource> fixture_source;
       if (!fixture_path.empty()) {

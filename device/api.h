@@ -296,24 +296,46 @@ struct HostTopKBatch {
   int k = 0;
 };
 
+// The top-K contracts of kernel_abi.h (DSAF_TOPK_*; docs/verify.md), and what fills the
+// entries of a row past min(k, length).
+enum class TopKContract : int32_t { kOrdered = 0, kSet = 1, kSetTies = 2 };
+enum class TopKPadding : int32_t { kMinusOne = 0, kUnread = 1 };
+
+// What a kernel provides and supports (kernel_abi.h dsaf_kernel_v2; a version-1 plug-in
+// has a key store, every format, page size and input dtype, fp32 norm parameters, and its
+// dsaf_scoring_v1's entries under the ordered top-K contract).
+struct KernelCapabilities {
+  bool key_store = false, query_path = false, paged_logits = false, topk = false;
+  uint32_t store_formats = 0;  // bit f: ref::StorageFormat f
+  uint32_t page_sizes = 0;     // bit p: pages of 2^p tokens
+  bool bf16_input = false, fp32_input = false;
+  bool norm_params_bf16 = false;  // the kernel takes the norm weight and bias in bf16
+  int64_t max_position = 0;       // 0: no limit
+  int64_t max_tokens = 0;         // per call; 0: no limit
+  bool logits_exact_order = true;  // else bounded
+  TopKContract topk_contract = TopKContract::kOrdered;
+  TopKPadding topk_padding = TopKPadding::kMinusOne;
+  int topk_k = 0;  // the one K it supports; 0: any of 1..kTopKMaxK
+
+  bool stores(ref::StorageFormat f) const { return (store_formats >> static_cast<int>(f)) & 1u; }
+  bool takes_page_size(int p) const {
+    for (int e = 0; e <= 8; ++e) {
+      if (p == 1 << e) return (page_sizes >> e) & 1u;
+    }
+    return false;
+  }
+};
+
 class KernelUnderTest {
  public:
   virtual ~KernelUnderTest() = default;
   virtual std::string name() const = 0;
-  virtual bool has_query_path() const = 0;
+  virtual KernelCapabilities capabilities() const = 0;
   // Runs the key path on the batch; returns the cache bytes after it.
   virtual std::vector<uint8_t> key_store(const HostKeyBatch& batch) const = 0;
   virtual HostQueryResult query_quant(const HostQueryBatch& batch) const = 0;
-  // Scoring and selection (kernel_abi.h dsaf_scoring_v1), when the kernel has them.
-  virtual bool has_paged_logits() const { return false; }
-  virtual bool logits_exact_order() const { return true; }  // else bounded
-  virtual std::vector<float> paged_logits(const HostLogitsBatch&) const {  // [rows][max_context]
-    throw Error(ErrorKind::kBadInput, name() + " has no paged logits");
-  }
-  virtual bool has_topk() const { return false; }
-  virtual std::vector<int32_t> topk(const HostTopKBatch&) const {  // [rows][k]
-    throw Error(ErrorKind::kBadInput, name() + " has no top-K");
-  }
+  virtual std::vector<float> paged_logits(const HostLogitsBatch& batch) const = 0;  // [rows][max_context]
+  virtual std::vector<int32_t> topk(const HostTopKBatch& batch) const = 0;          // [rows][k]
 };
 
 // Our kernels, "builtin" (exact-order logits) or "builtin-fast" (the tensor-core logits
@@ -324,7 +346,8 @@ class KernelUnderTest {
 // published speeds) — e.g. "builtin:2:grid1:batch-order"; or the path of a plug-in shared
 // library. Throws dsaf::Error (kEnvironment) without a CUDA device or when the library
 // cannot be loaded, (kBadInput) for an unknown knob or when the library does not export
-// dsaf_kernel_get for ABI version 1. Defined only in CUDA builds.
+// dsaf_kernel_get for ABI version 2 or 1. Our kernels speak version 2. Defined only in
+// CUDA builds.
 std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec);
 
 }  // namespace dsaf::dev

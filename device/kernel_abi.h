@@ -1,18 +1,24 @@
 /* File: kernel_abi.h
  * The versioned C ABI through which `dsa-fidelity verify --kernel lib.so` loads an
- * external implementation of the indexer's key path (and, optionally, query path) and
- * checks it byte for byte against the reference. Plain C, so any toolchain can build a
- * plug-in; all pointers are device pointers; layouts are those of reference/paged_cache.h
- * and device/api.h.
+ * external implementation of the indexer's stages and checks it against the reference.
+ * Plain C, so any toolchain can build a plug-in; all pointers are device pointers;
+ * layouts are those of reference/paged_cache.h and device/api.h. docs/verify.md has a
+ * minimal adapter and explains every field.
  *
- * A plug-in exports one symbol:
- *   const dsaf_kernel_v1* dsaf_kernel_get(uint32_t abi_version);
- * returning NULL when it does not speak `abi_version`. Functions return 0 on success and
- * a nonzero code on failure, with a message from last_error().
+ * Version 2 (dsaf_kernel_v2 below) is the current one: a plug-in declares what it
+ * supports (store formats, page sizes, input dtypes, norm parameter dtype, largest
+ * position and token count per call), which entry points it has (key store, query path,
+ * paged logits, top-K: each optional, at least one), and the contracts of its logits
+ * and top-K. It exports
+ *   const dsaf_kernel_v2* dsaf_kernel_get(uint32_t abi_version);
+ * returning NULL for a version it does not speak; verify asks for version 2 first, then
+ * for version 1 (dsaf_kernel_v1 and the optional dsaf_scoring_get, kept unchanged).
+ * Functions return 0 on success and a nonzero code on failure, with a message from
+ * last_error().
  *
  * Enum values are the numeric values of the dsaf::ref enums (reference/recipe.h and
- * reference/numeric/minifloat.h); DSAF_KERNEL_ABI_VERSION changes whenever a field or an
- * enum value does. */
+ * reference/numeric/minifloat.h); a version changes whenever a field or an enum value
+ * does. */
 #ifndef DSAF_DEVICE_KERNEL_ABI_H_
 #define DSAF_DEVICE_KERNEL_ABI_H_
 
@@ -22,6 +28,7 @@
 extern "C" {
 #endif
 
+/* ---- Version 1 ------------------------------------------------------------------------ */
 #define DSAF_KERNEL_ABI_VERSION 1u
 
 typedef struct {
@@ -122,6 +129,104 @@ typedef struct {
 } dsaf_scoring_v1;
 
 typedef const dsaf_scoring_v1* (*dsaf_scoring_get_fn)(uint32_t abi_version);
+
+/* ---- Version 2 ------------------------------------------------------------------------ */
+#define DSAF_KERNEL_ABI_VERSION_2 2u
+
+/* A recipe field: its path in the field table (reference/recipe_fields.h, e.g.
+ * "key_quant.apply") and its value as a double (enums and bools as their numeric values;
+ * every int and float field is exact in a double). */
+typedef struct {
+  const char* path;
+  double value;
+} dsaf_field_v2;
+
+/* The recipe: v1's fixed struct, and every field the kernels read by path (v1's included,
+ * and any field added after v1; dsaf_recipe_field looks one up). */
+typedef struct {
+  dsaf_recipe_v1 v1;
+  uint32_t num_fields;
+  const dsaf_field_v2* fields;
+} dsaf_recipe_v2;
+
+/* The value of a field of `recipe` by path, or `fallback` when it is not listed. */
+static inline double dsaf_recipe_field(const dsaf_recipe_v2* recipe, const char* path, double fallback) {
+  uint32_t i;
+  for (i = 0; i < recipe->num_fields; ++i) {
+    const char* a = recipe->fields[i].path;
+    const char* b = path;
+    while (*a != 0 && *a == *b) ++a, ++b;
+    if (*a == *b) return recipe->fields[i].value;
+  }
+  return fallback;
+}
+
+/* Input dtypes of the key path (bits). */
+#define DSAF_INPUT_BF16 1u
+#define DSAF_INPUT_FP32 2u
+
+/* What the key store supports; verify draws cases inside it and reports what the recipe
+ * needs that it leaves out. */
+typedef struct {
+  uint32_t store_formats;    /* bit f: StorageFormat f (1 fp32, 2 bf16, 3 fp8 e4m3fn, 4 e2m1 fp4, 5 fp4 in bf16) */
+  uint32_t page_sizes;       /* bit p: pages of 2^p tokens, p = 0..8 */
+  uint32_t input_dtypes;     /* DSAF_INPUT_* bits */
+  int32_t norm_params_bf16;  /* 1: the kernel takes the norm weight and bias in bf16 (verify draws values bf16
+                                holds exactly); 0: fp32 */
+  int64_t max_position;      /* largest position of a token (0: no limit) */
+  int64_t max_tokens;        /* largest num_tokens of one call (0: no limit) */
+} dsaf_key_caps_v2;
+
+/* Key path: for each token t, input[t] -> norm -> RoPE(positions[t]) -> Hadamard ->
+ * quantise -> cache slot page_tables[seq[t] * stride + positions[t] / P], offset
+ * positions[t] % P. The norm parameters come as fp32 and as bf16 bits (the same values
+ * rounded to nearest even; exact when norm_params_bf16 was declared). */
+typedef struct {
+  const void* input; int32_t input_bf16; int64_t num_tokens;
+  const int32_t* positions; const int32_t* seq;
+  const int32_t* page_tables; int64_t page_table_stride;
+  const float* rope_cos; const float* rope_sin;  /* [rope_positions][32] each */
+  int64_t rope_positions;
+  const float* norm_weight; const float* norm_bias;                 /* [128] fp32 or NULL */
+  const uint16_t* norm_weight_bf16; const uint16_t* norm_bias_bf16; /* [128] bf16 bits or NULL */
+  uint8_t* cache; int64_t cache_bytes; int32_t page_size;
+  const dsaf_recipe_v2* recipe;
+} dsaf_key_store_args_v2;
+
+typedef struct {
+  const void* input; int32_t input_bf16; int64_t num_tokens; int32_t num_heads;
+  const int32_t* positions; const float* wproj;
+  const float* rope_cos; const float* rope_sin; int64_t rope_positions;
+  uint8_t* q_values; uint8_t* q_scales; float* weights;
+  const dsaf_recipe_v2* recipe;
+} dsaf_query_args_v2;
+
+/* Top-K contracts (docs/verify.md): ordered = index for index in (score desc, index asc);
+ * set = the same indices in any order; set_ties = the same set up to keys whose score
+ * equals the K-th score (which of the tied keys at the cut are kept is free). Padding:
+ * entries past min(k, length) of a row are -1, or are not read. */
+#define DSAF_TOPK_ORDERED 0
+#define DSAF_TOPK_SET 1
+#define DSAF_TOPK_SET_TIES 2
+#define DSAF_TOPK_PAD_MINUS_ONE 0
+#define DSAF_TOPK_PAD_UNREAD 1
+
+typedef struct {
+  uint32_t abi_version; /* 2 */
+  const char* name;
+  dsaf_key_caps_v2 key_caps;
+  int (*key_store)(const dsaf_key_store_args_v2* args);        /* may be NULL */
+  int (*query_quant)(const dsaf_query_args_v2* args);          /* may be NULL */
+  int32_t logits_contract;                                     /* as dsaf_scoring_v1 */
+  int (*paged_logits)(const dsaf_paged_logits_args_v1* args);  /* may be NULL */
+  int32_t topk_contract;                                       /* DSAF_TOPK_ORDERED / _SET / _SET_TIES */
+  int32_t topk_padding;                                        /* DSAF_TOPK_PAD_* */
+  int32_t topk_k;                                              /* the one K it supports, or 0: any of 1..2048 */
+  int (*topk)(const dsaf_topk_args_v1* args);                  /* may be NULL */
+  const char* (*last_error)(void);
+} dsaf_kernel_v2;
+
+typedef const dsaf_kernel_v2* (*dsaf_kernel_get_v2_fn)(uint32_t abi_version);
 
 #ifdef __cplusplus
 }

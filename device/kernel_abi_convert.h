@@ -1,15 +1,17 @@
 // File: kernel_abi_convert.h
-// ref::RecipeFields <-> dsaf_recipe_v1 (kernel_abi.h) through the field table
-// (reference/recipe_fields.h): every kernel field (kKernelField) travels in the ABI
-// member that for_each_abi_v1_field names for its path, enums by their numeric value.
-// tests/device (AbiRecipe) checks that every kernel field has a member and that every
-// preset survives the round trip.
+// ref::RecipeFields <-> the kernel ABI's recipes (kernel_abi.h) through the field table
+// (reference/recipe_fields.h). Version 1: every kernel field (kKernelField) that v1 has
+// travels in the member for_each_abi_v1_field names for its path, enums by their numeric
+// value; a kernel field v1 lacks cannot travel (to_abi refuses it unless it holds its
+// default). Version 2: v1's struct plus every kernel field by path, so fields added after
+// v1 travel too. tests/device/kernel_abi_convert_test.cc checks both directions.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "device/kernel_abi.h"
 #include "reference/error.h"
@@ -56,10 +58,10 @@ void for_each_abi_v1_field(Abi& a, Visit visit) {
   visit("weights_fold", a.weights_fold);
 }
 
-// Calls f(abi member, recipe member) for every kernel field; a kernel field without an
-// ABI v1 member is bad input unless it holds its default value (it cannot travel).
+// Calls f(abi member, recipe member) for every kernel field that v1 has. A kernel field
+// without a v1 member is bad input (strict) unless it holds its default value.
 template <class Abi, class Recipe, class F>
-void pair_abi_v1_fields(Abi& a, Recipe& r, F f) {
+void pair_abi_v1_fields(Abi& a, Recipe& r, F f, bool strict = true) {
   const ref::RecipeFields defaults{};
   ref::for_each_field([&](const ref::FieldInfo& field, auto member) {
     if (!field.has(ref::kKernelField)) return;
@@ -69,15 +71,16 @@ void pair_abi_v1_fields(Abi& a, Recipe& r, F f) {
       found = true;
       f(abi, member(r));
     });
-    if (!found && !(member(r) == member(defaults))) {
+    if (strict && !found && !(member(r) == member(defaults))) {
       throw_bad_input(std::string("recipe field ") + field.path + " cannot travel through kernel ABI v1");
     }
   });
 }
 
-inline dsaf_recipe_v1 to_abi(const ref::RecipeFields& recipe) {
+inline dsaf_recipe_v1 to_abi(const ref::RecipeFields& recipe, bool strict = true) {
   dsaf_recipe_v1 a{};
-  pair_abi_v1_fields(a, recipe, [](auto& abi, const auto& value) { abi = static_cast<std::decay_t<decltype(abi)>>(value); });
+  pair_abi_v1_fields(
+      a, recipe, [](auto& abi, const auto& value) { abi = static_cast<std::decay_t<decltype(abi)>>(value); }, strict);
   return a;
 }
 
@@ -91,6 +94,55 @@ inline ref::RecipeFields from_abi(const dsaf_recipe_v1& a) {
       value = static_cast<T>(abi);
     }
   });
+  return recipe;
+}
+
+// A recipe as ABI v2 passes it, with the storage its field list points into.
+class AbiRecipeV2 {
+ public:
+  explicit AbiRecipeV2(const ref::RecipeFields& recipe) {
+    ref::for_each_field([&](const ref::FieldInfo& f, auto member) {
+      if (!f.has(ref::kKernelField)) return;
+      using T = std::decay_t<decltype(member(recipe))>;
+      if constexpr (std::is_enum_v<T>) {
+        fields_.push_back({f.path, static_cast<double>(static_cast<int>(member(recipe)))});
+      } else {
+        fields_.push_back({f.path, static_cast<double>(member(recipe))});
+      }
+    });
+    recipe_.v1 = to_abi(recipe, /*strict=*/false);
+    recipe_.num_fields = static_cast<uint32_t>(fields_.size());
+    recipe_.fields = fields_.data();
+  }
+  AbiRecipeV2(const AbiRecipeV2&) = delete;
+  AbiRecipeV2& operator=(const AbiRecipeV2&) = delete;
+  const dsaf_recipe_v2* get() const { return &recipe_; }
+
+ private:
+  std::vector<dsaf_field_v2> fields_;
+  dsaf_recipe_v2 recipe_{};
+};
+
+// v1's struct, then every listed field by path (a path the table does not know is bad
+// input: the plug-in and this build disagree on the recipe).
+inline ref::RecipeFields from_abi(const dsaf_recipe_v2& a) {
+  ref::RecipeFields recipe = from_abi(a.v1);
+  for (uint32_t i = 0; i < a.num_fields; ++i) {
+    bool found = false;
+    ref::for_each_field([&](const ref::FieldInfo& f, auto member) {
+      if (std::strcmp(f.path, a.fields[i].path) != 0) return;
+      found = true;
+      using T = std::decay_t<decltype(member(recipe))>;
+      if constexpr (std::is_same_v<T, bool>) {
+        member(recipe) = a.fields[i].value != 0;
+      } else if constexpr (std::is_enum_v<T>) {
+        member(recipe) = static_cast<T>(static_cast<int>(a.fields[i].value));
+      } else {
+        member(recipe) = static_cast<T>(a.fields[i].value);
+      }
+    });
+    if (!found) throw_bad_input(std::string("kernel ABI v2 recipe: unknown field '") + a.fields[i].path + "'");
+  }
   return recipe;
 }
 

@@ -1,8 +1,12 @@
 // File: kernel_under_test.cu — open_kernel() (api.h): our kernels or a dlopen'ed plug-in,
-// both through the C ABI table, run on host batches (upload, call, download).
+// both through the C ABI's tables (version 2; plug-ins of version 1 too), run on host
+// batches (upload, call, download).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,105 +44,87 @@ class Device {
   size_t count_;
 };
 
-class AbiKernel : public KernelUnderTest {
- public:
-  AbiKernel(const dsaf_kernel_v1* table, void* library, const dsaf_scoring_v1* scoring = nullptr,
-            std::string name = "")
-      : table_(table), library_(library), scoring_(scoring), name_(std::move(name)) {}
-  ~AbiKernel() override {
-    if (library_ != nullptr) dlclose(library_);
+// A loaded plug-in library, closed with the last kernel that uses it.
+struct Library {
+  void* handle = nullptr;
+  explicit Library(void* h) : handle(h) {}
+  ~Library() {
+    if (handle != nullptr) dlclose(handle);
   }
-  std::string name() const override {
-    if (!name_.empty()) return name_;
-    return table_->name ? table_->name : "(unnamed)";
-  }
-  bool has_query_path() const override { return table_->query_quant != nullptr; }
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+};
 
-  std::vector<uint8_t> key_store(const HostKeyBatch& b) const override {
-    Device<uint16_t> in_bf16(b.input_bf16);
-    Device<float> in_f32(b.input_f32);
-    Device<int32_t> positions(b.positions), seq(b.seq), tables(b.page_tables);
-    Device<float> cos(b.rope_cos), sin(b.rope_sin), weight(b.norm_weight), bias(b.norm_bias);
-    Device<uint8_t> cache(b.cache);
-    dsaf_key_store_args_v1 a{};
-    a.input = b.bf16 ? static_cast<const void*>(in_bf16.get()) : in_f32.get();
-    a.input_bf16 = b.bf16;
-    a.num_tokens = static_cast<int64_t>(b.positions.size());
+// A key batch in device memory, as either version's arguments.
+struct DeviceKeyBatch {
+  explicit DeviceKeyBatch(const HostKeyBatch& b)
+      : in_bf16(b.input_bf16), in_f32(b.input_f32), positions(b.positions), seq(b.seq), tables(b.page_tables),
+        cos(b.rope_cos), sin(b.rope_sin), weight(b.norm_weight), bias(b.norm_bias),
+        weight_bf16(bf16_bits(b.norm_weight)), bias_bf16(bf16_bits(b.norm_bias)), cache(b.cache), host(b) {}
+  // Round to nearest even on the host (cuda_bf16.h's host path; exact where verify drew
+  // values bf16 holds, which it does for a kernel that declares bf16 norm parameters).
+  static std::vector<uint16_t> bf16_bits(const std::vector<float>& v) {
+    std::vector<uint16_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const __nv_bfloat16 h = __float2bfloat16_rn(v[i]);
+      std::memcpy(&out[i], &h, 2);
+    }
+    return out;
+  }
+  template <class A>
+  A common_args() const {
+    A a{};
+    a.input = host.bf16 ? static_cast<const void*>(in_bf16.get()) : in_f32.get();
+    a.input_bf16 = host.bf16;
+    a.num_tokens = static_cast<int64_t>(host.positions.size());
     a.positions = positions.get();
     a.seq = seq.get();
     a.page_tables = tables.get();
-    a.page_table_stride = b.page_table_stride;
+    a.page_table_stride = host.page_table_stride;
     a.rope_cos = cos.get();
     a.rope_sin = sin.get();
-    a.norm_weight = b.norm_weight.empty() ? nullptr : weight.get();
-    a.norm_bias = b.norm_bias.empty() ? nullptr : bias.get();
+    a.norm_weight = host.norm_weight.empty() ? nullptr : weight.get();
+    a.norm_bias = host.norm_bias.empty() ? nullptr : bias.get();
     a.cache = cache.get();
-    a.page_size = b.page_size;
-    a.recipe = to_abi(b.recipe);
-    if (table_->key_store(&a) != 0) fail("key_store");
-    return cache.download();
+    a.page_size = host.page_size;
+    return a;
   }
-
-  bool has_paged_logits() const override { return scoring_ != nullptr && scoring_->paged_logits != nullptr; }
-  bool logits_exact_order() const override { return scoring_ == nullptr || scoring_->logits_contract == 0; }
-  bool has_topk() const override { return scoring_ != nullptr && scoring_->topk != nullptr; }
-
-  std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
-    if (!has_paged_logits()) return KernelUnderTest::paged_logits(b);
-    const int rows = static_cast<int>(b.row_seq.size());
-    Device<uint8_t> q_values(b.q_values), q_scales(b.q_scales), cache(b.cache);
-    Device<float> weights(b.weights), logits(static_cast<size_t>(rows) * b.max_context);
-    Device<int32_t> row_seq(b.row_seq), row_valid(b.row_valid), tables(b.page_tables);
-    dsaf_paged_logits_args_v1 a{};
-    a.q_values = q_values.get();
-    a.q_scales = q_scales.get();
-    a.weights = weights.get();
-    a.q_format = static_cast<int32_t>(b.q_format);
-    a.k_format = static_cast<int32_t>(b.k_format);
-    a.accum = static_cast<int32_t>(b.accum);
-    a.rows = rows;
-    a.num_heads = b.num_heads;
-    a.row_seq = row_seq.get();
-    a.row_valid = row_valid.get();
-    a.cache = cache.get();
-    a.page_size = b.page_size;
-    a.page_tables = tables.get();
-    a.page_table_stride = b.page_table_stride;
-    a.max_context = b.max_context;
-    a.logits = logits.get();
-    if (scoring_->paged_logits(&a) != 0) fail_scoring("paged_logits");
-    return logits.download();
+  dsaf_key_store_args_v1 v1() const {
+    auto a = common_args<dsaf_key_store_args_v1>();
+    a.recipe = to_abi(host.recipe);
+    return a;
   }
-
-  std::vector<int32_t> topk(const HostTopKBatch& b) const override {
-    if (!has_topk()) return KernelUnderTest::topk(b);
-    const int rows = static_cast<int>(b.valid_lengths.size());
-    Device<float> scores(b.scores);
-    Device<int32_t> lengths(b.valid_lengths), indices(static_cast<size_t>(rows) * b.k);
-    dsaf_topk_args_v1 a{};
-    a.scores = scores.get();
-    a.row_stride = b.row_stride;
-    a.rows = rows;
-    a.valid_lengths = lengths.get();
-    a.k = b.k;
-    a.indices = indices.get();
-    if (scoring_->topk(&a) != 0) fail_scoring("topk");
-    return indices.download();
+  dsaf_key_store_args_v2 v2(const AbiRecipeV2& recipe) const {
+    auto a = common_args<dsaf_key_store_args_v2>();
+    a.rope_positions = static_cast<int64_t>(host.rope_cos.size() / 32);
+    a.norm_weight_bf16 = host.norm_weight.empty() ? nullptr : weight_bf16.get();
+    a.norm_bias_bf16 = host.norm_bias.empty() ? nullptr : bias_bf16.get();
+    a.cache_bytes = static_cast<int64_t>(host.cache.size());
+    a.recipe = recipe.get();
+    return a;
   }
+  Device<uint16_t> in_bf16;
+  Device<float> in_f32;
+  Device<int32_t> positions, seq, tables;
+  Device<float> cos, sin, weight, bias;
+  Device<uint16_t> weight_bf16, bias_bf16;
+  Device<uint8_t> cache;
+  const HostKeyBatch& host;
+};
 
-  HostQueryResult query_quant(const HostQueryBatch& b) const override {
-    if (!has_query_path()) throw Error(ErrorKind::kBadInput, name() + " has no query path");
-    const int64_t rows = b.num_tokens * b.num_heads;
-    const int vb = value_bytes(b.recipe.query_quant.format), sb = scale_bytes(b.recipe.query_quant.format);
-    Device<uint16_t> in(b.input_bf16);
-    Device<int32_t> positions(b.positions);
-    Device<float> wproj(b.wproj), cos(b.rope_cos), sin(b.rope_sin), weights(rows);
-    Device<uint8_t> values(rows * vb), scales(rows * sb);
-    dsaf_query_args_v1 a{};
+// A query batch in device memory, as either version's arguments.
+struct DeviceQueryBatch {
+  explicit DeviceQueryBatch(const HostQueryBatch& b)
+      : rows(b.num_tokens * b.num_heads), in(b.input_bf16), positions(b.positions), wproj(b.wproj), cos(b.rope_cos),
+        sin(b.rope_sin), weights(rows), values(rows * value_bytes(b.recipe.query_quant.format)),
+        scales(rows * scale_bytes(b.recipe.query_quant.format)), host(b) {}
+  template <class A>
+  A common_args() const {
+    A a{};
     a.input = in.get();
     a.input_bf16 = 1;
-    a.num_tokens = b.num_tokens;
-    a.num_heads = b.num_heads;
+    a.num_tokens = host.num_tokens;
+    a.num_heads = host.num_heads;
     a.positions = positions.get();
     a.wproj = wproj.get();
     a.rope_cos = cos.get();
@@ -146,48 +132,205 @@ class AbiKernel : public KernelUnderTest {
     a.q_values = values.get();
     a.q_scales = scales.get();
     a.weights = weights.get();
+    return a;
+  }
+  HostQueryResult download() const { return {values.download(), scales.download(), weights.download()}; }
+  int64_t rows;
+  Device<uint16_t> in;
+  Device<int32_t> positions;
+  Device<float> wproj, cos, sin, weights;
+  Device<uint8_t> values, scales;
+  const HostQueryBatch& host;
+};
+
+// Paged logits and top-K through their (shared) ABI argument structs; `fail` reports a
+// nonzero return.
+template <class Fail>
+std::vector<float> run_paged_logits(int (*fn)(const dsaf_paged_logits_args_v1*), const HostLogitsBatch& b, Fail fail) {
+  const int rows = static_cast<int>(b.row_seq.size());
+  Device<uint8_t> q_values(b.q_values), q_scales(b.q_scales), cache(b.cache);
+  Device<float> weights(b.weights), logits(static_cast<size_t>(rows) * b.max_context);
+  Device<int32_t> row_seq(b.row_seq), row_valid(b.row_valid), tables(b.page_tables);
+  dsaf_paged_logits_args_v1 a{};
+  a.q_values = q_values.get();
+  a.q_scales = q_scales.get();
+  a.weights = weights.get();
+  a.q_format = static_cast<int32_t>(b.q_format);
+  a.k_format = static_cast<int32_t>(b.k_format);
+  a.accum = static_cast<int32_t>(b.accum);
+  a.rows = rows;
+  a.num_heads = b.num_heads;
+  a.row_seq = row_seq.get();
+  a.row_valid = row_valid.get();
+  a.cache = cache.get();
+  a.page_size = b.page_size;
+  a.page_tables = tables.get();
+  a.page_table_stride = b.page_table_stride;
+  a.max_context = b.max_context;
+  a.logits = logits.get();
+  if (fn(&a) != 0) fail("paged_logits");
+  return logits.download();
+}
+
+template <class Fail>
+std::vector<int32_t> run_topk(int (*fn)(const dsaf_topk_args_v1*), const HostTopKBatch& b, Fail fail) {
+  const int rows = static_cast<int>(b.valid_lengths.size());
+  Device<float> scores(b.scores);
+  Device<int32_t> lengths(b.valid_lengths), indices(static_cast<size_t>(rows) * b.k);
+  dsaf_topk_args_v1 a{};
+  a.scores = scores.get();
+  a.row_stride = b.row_stride;
+  a.rows = rows;
+  a.valid_lengths = lengths.get();
+  a.k = b.k;
+  a.indices = indices.get();
+  if (fn(&a) != 0) fail("topk");
+  return indices.download();
+}
+
+// What an entry point a kernel lacks answers.
+[[noreturn]] void missing(const std::string& name, const char* what) {
+  throw Error(ErrorKind::kBadInput, name + " has no " + what);
+}
+
+// A failed call: the plug-in's message. A scoring call that failed on bad input (a NaN
+// score, a length outside the row) is the caller's bad input; anything else is the
+// environment's.
+std::function<void(const char*)> failure(const std::string& name, const char* (*last_error)(), ErrorKind kind) {
+  return [name, last_error, kind](const char* what) {
+    throw Error(kind, name + ": " + what + " failed: " + (last_error ? last_error() : "(no message)"));
+  };
+}
+
+// A version-1 plug-in (and its optional dsaf_scoring_v1).
+class KernelV1 : public KernelUnderTest {
+ public:
+  KernelV1(const dsaf_kernel_v1* table, const dsaf_scoring_v1* scoring, std::shared_ptr<Library> library)
+      : table_(table), scoring_(scoring), library_(std::move(library)) {}
+  std::string name() const override { return table_->name ? table_->name : "(unnamed)"; }
+  KernelCapabilities capabilities() const override {
+    KernelCapabilities c;
+    c.key_store = true;
+    c.query_path = table_->query_quant != nullptr;
+    c.paged_logits = scoring_ != nullptr && scoring_->paged_logits != nullptr;
+    c.topk = scoring_ != nullptr && scoring_->topk != nullptr;
+    c.store_formats = builtin_key_caps().store_formats;
+    c.page_sizes = builtin_key_caps().page_sizes;
+    c.bf16_input = c.fp32_input = true;
+    c.logits_exact_order = scoring_ == nullptr || scoring_->logits_contract == 0;
+    return c;
+  }
+  std::vector<uint8_t> key_store(const HostKeyBatch& b) const override {
+    const DeviceKeyBatch d(b);
+    const dsaf_key_store_args_v1 a = d.v1();
+    if (table_->key_store(&a) != 0) failure(name(), table_->last_error, ErrorKind::kEnvironment)("key_store");
+    return d.cache.download();
+  }
+  HostQueryResult query_quant(const HostQueryBatch& b) const override {
+    if (table_->query_quant == nullptr) missing(name(), "query path");
+    const DeviceQueryBatch d(b);
+    auto a = d.common_args<dsaf_query_args_v1>();
     a.recipe = to_abi(b.recipe);
-    if (table_->query_quant(&a) != 0) fail("query_quant");
-    return {values.download(), scales.download(), weights.download()};
+    if (table_->query_quant(&a) != 0) failure(name(), table_->last_error, ErrorKind::kEnvironment)("query_quant");
+    return d.download();
+  }
+  std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
+    if (!capabilities().paged_logits) missing(name(), "paged logits");
+    return run_paged_logits(scoring_->paged_logits, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput));
+  }
+  std::vector<int32_t> topk(const HostTopKBatch& b) const override {
+    if (!capabilities().topk) missing(name(), "top-K");
+    return run_topk(scoring_->topk, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput));
   }
 
  private:
-  [[noreturn]] void fail(const char* what) const {
-    throw Error(ErrorKind::kEnvironment, name() + ": " + what + " failed: " +
-                                             (table_->last_error ? table_->last_error() : "(no message)"));
-  }
-  // A scoring call that failed on bad input (a NaN score, a length outside the row) is
-  // the caller's bad input; anything else is the environment's.
-  [[noreturn]] void fail_scoring(const char* what) const {
-    throw Error(ErrorKind::kBadInput, name() + ": " + what + " failed: " +
-                                          (scoring_->last_error ? scoring_->last_error() : "(no message)"));
-  }
   const dsaf_kernel_v1* table_;
-  void* library_;
   const dsaf_scoring_v1* scoring_;
-  std::string name_;  // overrides the table's (our kernels: their spec)
+  std::shared_ptr<Library> library_;
+};
+
+// A version-2 plug-in, or our kernels (`name` overrides the table's: their spec).
+class KernelV2 : public KernelUnderTest {
+ public:
+  KernelV2(const dsaf_kernel_v2* table, std::shared_ptr<Library> library, std::string name = "")
+      : table_(table), library_(std::move(library)), name_(std::move(name)) {}
+  std::string name() const override {
+    if (!name_.empty()) return name_;
+    return table_->name ? table_->name : "(unnamed)";
+  }
+  KernelCapabilities capabilities() const override {
+    const dsaf_key_caps_v2& k = table_->key_caps;
+    KernelCapabilities c;
+    c.key_store = table_->key_store != nullptr;
+    c.query_path = table_->query_quant != nullptr;
+    c.paged_logits = table_->paged_logits != nullptr;
+    c.topk = table_->topk != nullptr;
+    c.store_formats = k.store_formats;
+    c.page_sizes = k.page_sizes;
+    c.bf16_input = (k.input_dtypes & DSAF_INPUT_BF16) != 0;
+    c.fp32_input = (k.input_dtypes & DSAF_INPUT_FP32) != 0;
+    c.norm_params_bf16 = k.norm_params_bf16 != 0;
+    c.max_position = k.max_position;
+    c.max_tokens = k.max_tokens;
+    c.logits_exact_order = table_->logits_contract == 0;
+    c.topk_contract = static_cast<TopKContract>(table_->topk_contract);
+    c.topk_padding = static_cast<TopKPadding>(table_->topk_padding);
+    c.topk_k = table_->topk_k;
+    return c;
+  }
+  std::vector<uint8_t> key_store(const HostKeyBatch& b) const override {
+    if (table_->key_store == nullptr) missing(name(), "key store");
+    const DeviceKeyBatch d(b);
+    const AbiRecipeV2 recipe(b.recipe);
+    const dsaf_key_store_args_v2 a = d.v2(recipe);
+    if (table_->key_store(&a) != 0) failure(name(), table_->last_error, ErrorKind::kEnvironment)("key_store");
+    return d.cache.download();
+  }
+  HostQueryResult query_quant(const HostQueryBatch& b) const override {
+    if (table_->query_quant == nullptr) missing(name(), "query path");
+    const DeviceQueryBatch d(b);
+    const AbiRecipeV2 recipe(b.recipe);
+    auto a = d.common_args<dsaf_query_args_v2>();
+    a.rope_positions = static_cast<int64_t>(b.rope_cos.size() / 32);
+    a.recipe = recipe.get();
+    if (table_->query_quant(&a) != 0) failure(name(), table_->last_error, ErrorKind::kEnvironment)("query_quant");
+    return d.download();
+  }
+  std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
+    if (table_->paged_logits == nullptr) missing(name(), "paged logits");
+    return run_paged_logits(table_->paged_logits, b, failure(name(), table_->last_error, ErrorKind::kBadInput));
+  }
+  std::vector<int32_t> topk(const HostTopKBatch& b) const override {
+    if (table_->topk == nullptr) missing(name(), "top-K");
+    return run_topk(table_->topk, b, failure(name(), table_->last_error, ErrorKind::kBadInput));
+  }
+
+ private:
+  const dsaf_kernel_v2* table_;
+  std::shared_ptr<Library> library_;
+  std::string name_;
 };
 
 // Our kernels' ABI table for a schedule known at run time: one instantiation per
-// (width, grid cap, walk), chosen here.
-template <int kLanes, int kMaxBlocks>
-const dsaf_kernel_v1* builtin_table(KeyTileWalk walk) {
+// (width, grid cap, walk, logits kernel), chosen here.
+template <int kLanes, int kMaxBlocks, bool kFast>
+const dsaf_kernel_v2* builtin_table(KeyTileWalk walk) {
   switch (walk) {
-    case KeyTileWalk::kBatchOrder: return abi_table<PluginBug::kCorrect, kLanes, kMaxBlocks, KeyTileWalk::kBatchOrder>("builtin");
-    case KeyTileWalk::kTileOrder: return abi_table<PluginBug::kCorrect, kLanes, kMaxBlocks, KeyTileWalk::kTileOrder>("builtin");
+    case KeyTileWalk::kBatchOrder: return abi_table_v2<kLanes, kMaxBlocks, KeyTileWalk::kBatchOrder, kFast>("builtin");
+    case KeyTileWalk::kTileOrder: return abi_table_v2<kLanes, kMaxBlocks, KeyTileWalk::kTileOrder, kFast>("builtin");
     case KeyTileWalk::kHandOut: break;
   }
-  return abi_table<PluginBug::kCorrect, kLanes, kMaxBlocks, KeyTileWalk::kHandOut>("builtin");
+  return abi_table_v2<kLanes, kMaxBlocks, KeyTileWalk::kHandOut, kFast>("builtin");
 }
 
-template <int kMaxBlocks>
-const dsaf_kernel_v1* builtin_table(int lanes, KeyTileWalk walk) {
+template <int kMaxBlocks, bool kFast>
+const dsaf_kernel_v2* builtin_table(int lanes, KeyTileWalk walk) {
   switch (lanes) {
-    case 1: return builtin_table<1, kMaxBlocks>(walk);
-    case 2: return builtin_table<2, kMaxBlocks>(walk);
-    case 4: return builtin_table<4, kMaxBlocks>(walk);
-    case 8: return builtin_table<8, kMaxBlocks>(walk);
-    default: return builtin_table<kAutoLanesPerHead, kMaxBlocks>(walk);
+    case 1: return builtin_table<1, kMaxBlocks, kFast>(walk);
+    case 2: return builtin_table<2, kMaxBlocks, kFast>(walk);
+    case 4: return builtin_table<4, kMaxBlocks, kFast>(walk);
+    case 8: return builtin_table<8, kMaxBlocks, kFast>(walk);
+    default: return builtin_table<kAutoLanesPerHead, kMaxBlocks, kFast>(walk);
   }
 }
 
@@ -219,11 +362,10 @@ std::unique_ptr<KernelUnderTest> open_builtin(const std::string& spec) {
                                             "' (lanes 1, 2, 4, 8; grid1; batch-order, tile-order, hand-out)");
     }
   }
-  const dsaf_kernel_v1* table = one_block ? builtin_table<1>(lanes, walk) : builtin_table<0>(lanes, walk);
   const bool fast = base == "builtin-fast";
-  const dsaf_scoring_v1* scoring = fast ? abi_scoring_table<true>("builtin-fast (tensor-core logits)")
-                                        : abi_scoring_table<false>("builtin");
-  return std::make_unique<AbiKernel>(table, nullptr, scoring, spec);
+  const dsaf_kernel_v2* table = one_block ? (fast ? builtin_table<1, true>(lanes, walk) : builtin_table<1, false>(lanes, walk))
+                                          : (fast ? builtin_table<0, true>(lanes, walk) : builtin_table<0, false>(lanes, walk));
+  return std::make_unique<KernelV2>(table, nullptr, spec);
 }
 
 }  // namespace
@@ -235,19 +377,31 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
                 "this needs a GPU: no CUDA device (" + (gpu.error.empty() ? "0 devices" : gpu.error) + ")");
   }
   if (auto builtin = open_builtin(spec)) return builtin;
-  void* library = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) throw Error(ErrorKind::kEnvironment, "cannot load '" + spec + "': " + dlerror());
-  const auto get = reinterpret_cast<dsaf_kernel_get_fn>(dlsym(library, "dsaf_kernel_get"));
-  const dsaf_kernel_v1* table = get ? get(DSAF_KERNEL_ABI_VERSION) : nullptr;
-  if (table == nullptr || table->abi_version != DSAF_KERNEL_ABI_VERSION || table->key_store == nullptr) {
-    dlclose(library);
-    throw Error(ErrorKind::kBadInput, "'" + spec + "' does not export dsaf_kernel_get for ABI version " +
-                                          std::to_string(DSAF_KERNEL_ABI_VERSION));
+  void* handle = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) throw Error(ErrorKind::kEnvironment, "cannot load '" + spec + "': " + dlerror());
+  const auto library = std::make_shared<Library>(handle);
+  void* get = dlsym(handle, "dsaf_kernel_get");
+  if (get == nullptr) throw Error(ErrorKind::kBadInput, "'" + spec + "' does not export dsaf_kernel_get");
+  // Version 2 first; a plug-in that does not speak it answers NULL.
+  const auto* v2 = reinterpret_cast<dsaf_kernel_get_v2_fn>(get)(DSAF_KERNEL_ABI_VERSION_2);
+  if (v2 != nullptr) {
+    if (v2->abi_version != DSAF_KERNEL_ABI_VERSION_2) {
+      throw Error(ErrorKind::kBadInput, "'" + spec + "': dsaf_kernel_get(2) returned a table of version " +
+                                            std::to_string(v2->abi_version));
+    }
+    if (v2->key_store == nullptr && v2->query_quant == nullptr && v2->paged_logits == nullptr && v2->topk == nullptr) {
+      throw Error(ErrorKind::kBadInput, "'" + spec + "' declares no entry point (key store, query, logits, top-K)");
+    }
+    return std::make_unique<KernelV2>(v2, library);
   }
-  const auto get_scoring = reinterpret_cast<dsaf_scoring_get_fn>(dlsym(library, "dsaf_scoring_get"));
+  const auto* v1 = reinterpret_cast<dsaf_kernel_get_fn>(get)(DSAF_KERNEL_ABI_VERSION);
+  if (v1 == nullptr || v1->abi_version != DSAF_KERNEL_ABI_VERSION || v1->key_store == nullptr) {
+    throw Error(ErrorKind::kBadInput, "'" + spec + "' does not export dsaf_kernel_get for ABI version 2 or 1");
+  }
+  const auto get_scoring = reinterpret_cast<dsaf_scoring_get_fn>(dlsym(handle, "dsaf_scoring_get"));
   const dsaf_scoring_v1* scoring = get_scoring ? get_scoring(DSAF_SCORING_ABI_VERSION) : nullptr;
   if (scoring != nullptr && scoring->abi_version != DSAF_SCORING_ABI_VERSION) scoring = nullptr;
-  return std::make_unique<AbiKernel>(table, library, scoring);
+  return std::make_unique<KernelV1>(v1, scoring, library);
 }
 
 }  // namespace dsaf::dev

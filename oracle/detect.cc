@@ -1,4 +1,4 @@
-// File: detect.cc — recipe detection from cache bytes (detect.h).
+// File: detect.cc — recipe detection from captured cache bytes (detect.h).
 #include "oracle/detect.h"
 
 #include <algorithm>
@@ -7,48 +7,12 @@
 #include <utility>
 
 #include "reference/error.h"
-#include "reference/paged_cache.h"
-#include "reference/pipeline.h"
 #include "reference/recipe_fields.h"
 #include "reference/recipe_json.h"
-#include "reference/rope.h"
 
 namespace dsaf::oracle {
-namespace {
 
 using ref::Recipe;
-
-int64_t token_count(const KeyObservation& obs) {
-  if (obs.key_inputs.empty() || obs.key_inputs.size() % ref::kHeadDim != 0) {
-    throw_bad_input("detect: key inputs must be [T][128] with T >= 1");
-  }
-  return static_cast<int64_t>(obs.key_inputs.size() / ref::kHeadDim);
-}
-
-CacheOwnership owners_of(const KeyObservation& obs) {
-  return {{obs.page_table}, {token_count(obs)}};
-}
-
-}  // namespace
-
-std::vector<uint8_t> expected_cache(const Recipe& recipe, const KeyObservation& obs) {
-  const int64_t T = token_count(obs);
-  const ref::PagedCacheLayout layout(recipe.key_quant.format, obs.page_size);
-  if (static_cast<int64_t>(obs.cache.size()) != obs.num_pages * layout.page_bytes()) {
-    throw_bad_input("detect: cache size does not match " + std::to_string(obs.num_pages) +
-                    " pages of the recipe's layout");
-  }
-  const ref::RopeTable rope(recipe.rope.table, static_cast<int>(T));
-  const ref::NormParams norm{obs.norm_weight.empty() ? nullptr : obs.norm_weight.data(),
-                             obs.norm_bias.empty() ? nullptr : obs.norm_bias.data()};
-  std::vector<uint8_t> cache = obs.cache;
-  for (int64_t t = 0; t < T; ++t) {
-    const ref::StoredHead head = ref::run_key_path(
-        recipe, obs.key_inputs.data() + t * ref::kHeadDim, static_cast<int>(t), norm, rope);
-    layout.store(cache, layout.locate(obs.page_table, t, obs.num_pages), head);
-  }
-  return cache;
-}
 
 std::vector<std::pair<std::string, Recipe>> single_field_changes(const Recipe& recipe) {
   std::vector<std::pair<std::string, Recipe>> out;
@@ -88,21 +52,20 @@ std::vector<std::pair<std::string, Recipe>> single_field_changes(const Recipe& r
   return out;
 }
 
-Detection detect_key_recipe(const KeyObservation& obs, const std::vector<Recipe>& candidates) {
+Detection detect_capture(const KeyObservation& obs, const std::vector<Recipe>& candidates) {
   Detection d;
   int64_t best = std::numeric_limits<int64_t>::max();
   const Recipe* closest = nullptr;
   for (const Recipe& r : candidates) {
-    if (r.key_quant.format == ref::StorageFormat::kNone) {
+    if (!layout_fits(obs, r)) {
       d.skipped.push_back(r.name);
       continue;
     }
-    const ref::PagedCacheLayout layout(r.key_quant.format, obs.page_size);
-    if (static_cast<int64_t>(obs.cache.size()) != obs.num_pages * layout.page_bytes()) {
-      d.skipped.push_back(r.name);
+    if (!inputs_fit(obs, r)) {
+      d.lacking_inputs.push_back(r.name);
       continue;
     }
-    const ByteVerdict v = compare_paged_cache(layout, owners_of(obs), expected_cache(r, obs), obs.cache);
+    const CaptureVerdict v = compare_capture(obs, r);
     if (v.pass) {
       d.matches.push_back(r.name);
     } else if (v.mismatches < best) {
@@ -114,10 +77,8 @@ Detection detect_key_recipe(const KeyObservation& obs, const std::vector<Recipe>
   if (!d.matches.empty() || closest == nullptr) return d;
   d.closest = closest->name;
   for (const auto& [change, variant] : single_field_changes(*closest)) {
-    const ref::PagedCacheLayout layout(variant.key_quant.format, obs.page_size);
-    if (static_cast<int64_t>(obs.cache.size()) != obs.num_pages * layout.page_bytes()) continue;
-    const ByteVerdict v =
-        compare_paged_cache(layout, owners_of(obs), expected_cache(variant, obs), obs.cache);
+    if (!layout_fits(obs, variant) || !inputs_fit(obs, variant)) continue;
+    const CaptureVerdict v = compare_capture(obs, variant);
     if (v.pass) {
       d.explaining.push_back({change, 0});
     } else if (v.mismatches < best) {
@@ -134,14 +95,25 @@ std::string Detection::describe() const {
   if (!matches.empty()) {
     out = "byte-exact match:";
     for (const std::string& m : matches) out += " " + m;
-    return out;
+    out += ".";
+  } else if (closest.empty()) {
+    out = "no candidate recipe writes this cache layout.";
+  } else {
+    out = "no recipe matches; closest: " + closest + " (" + std::to_string(closest_verdict.mismatches) +
+          " differing bytes). " + closest_verdict.describe();
   }
-  if (closest.empty()) return "no candidate recipe has this cache layout";
-  out = "no recipe matches; closest: " + closest + " (" +
-        std::to_string(closest_verdict.mismatches) + " differing bytes). " +
-        closest_verdict.describe();
+  if (!skipped.empty()) {
+    out += " Not tried (another cache layout):";
+    for (const std::string& s : skipped) out += " " + s;
+    out += ".";
+  }
+  if (!lacking_inputs.empty()) {
+    out += " Not tried (their key norm needs a weight or bias the capture lacks):";
+    for (const std::string& s : lacking_inputs) out += " " + s;
+    out += ".";
+  }
   if (!explaining.empty()) {
-    out += "\nexplained by one field change:";
+    out += "\nexplained by one field change of " + closest + ":";
     for (const FieldChange& c : explaining) out += "\n  " + c.change;
   } else if (!best_changes.empty()) {
     out += "\nno single field change explains it; the closest single changes:";
@@ -149,8 +121,29 @@ std::string Detection::describe() const {
       out += "\n  " + best_changes[i].change + " (" + std::to_string(best_changes[i].mismatches) +
              " differing bytes)";
     }
+  } else if (!closest.empty()) {
+    out += "\nno single field change of " + closest + " brings the bytes closer.";
   }
   return out;
+}
+
+nlohmann::json to_json(const Detection& d) {
+  const auto changes = [](const std::vector<FieldChange>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const FieldChange& c : list) out.push_back({{"change", c.change}, {"mismatched_bytes", c.mismatches}});
+    return out;
+  };
+  nlohmann::json j = {{"matches", d.matches},
+                      {"skipped", d.skipped},
+                      {"lacking_inputs", d.lacking_inputs},
+                      {"explaining", changes(d.explaining)},
+                      {"best_changes", changes(d.best_changes)},
+                      {"text", d.describe()}};
+  if (!d.closest.empty()) {
+    j["closest"] = d.closest;
+    j["closest_verdict"] = to_json(d.closest_verdict);
+  }
+  return j;
 }
 
 }  // namespace dsaf::oracle

@@ -5,13 +5,17 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "oracle/detect.h"
+#include "oracle/topk_verdict.h"
 #include "oracle/verdict.h"
 #include "reference/numeric/minifloat.h"
 #include "reference/paged_cache.h"
 #include "reference/pipeline.h"
+#include "reference/recipe_json.h"
 #include "reference/rope.h"
 
 namespace dsaf::oracle {
@@ -47,13 +51,28 @@ struct KeyBatch {
   bool decode = false;
 };
 
+// Sequences of at most max_len positions and at most max_tokens written tokens a batch
+// (the kernel's declared limits; 0: none).
 KeyBatch make_batch(std::mt19937_64& rng, int page_size, bool decode, bool bf16, const ref::Recipe& recipe,
-                    const ref::RopeTable& rope, const std::vector<float>& weight, const std::vector<float>& bias) {
+                    const ref::RopeTable& rope, const std::vector<float>& weight, const std::vector<float>& bias,
+                    int64_t max_len, int64_t max_tokens) {
   KeyBatch b;
   b.decode = decode;
-  const int seqs = decode ? std::uniform_int_distribution<int>(8, 64)(rng) : std::uniform_int_distribution<int>(1, 6)(rng);
+  int seqs = decode ? std::uniform_int_distribution<int>(8, 64)(rng) : std::uniform_int_distribution<int>(1, 6)(rng);
+  if (max_tokens > 0 && decode) seqs = static_cast<int>(std::min<int64_t>(seqs, max_tokens));
   std::vector<int64_t> lens;
-  for (int s = 0; s < seqs; ++s) lens.push_back(std::uniform_int_distribution<int64_t>(1, kMaxPositions / 4)(rng));
+  int64_t written = 0;
+  for (int s = 0; s < seqs; ++s) {
+    int64_t len = std::uniform_int_distribution<int64_t>(1, std::min<int64_t>(max_len, kMaxPositions / 4))(rng);
+    const int64_t tokens = decode ? 1 : len;
+    if (max_tokens > 0 && written + tokens > max_tokens) {
+      if (s > 0) break;
+      len = max_tokens;  // a prefill of one sequence at the limit
+    }
+    written += decode ? 1 : len;
+    lens.push_back(len);
+  }
+  seqs = static_cast<int>(lens.size());
   const int64_t longest = *std::max_element(lens.begin(), lens.end());
   const int64_t stride = (longest + page_size - 1) / page_size;
   b.num_pages = stride * seqs + std::uniform_int_distribution<int>(0, 3)(rng);
@@ -124,37 +143,72 @@ std::vector<std::string> explaining_changes(const ref::Recipe& recipe, Matches m
 
 std::string page_class(int page_size) { return page_size <= 8 ? "1-8" : page_size <= 64 ? "16-64" : "128-256"; }
 
-}  // namespace
+std::string list_text(const std::vector<int>& values) {
+  std::string out;
+  for (int v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
 
-VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& config) {
+// The key cache stage: batches over every declared page size x layout x input dtype
+// (each at least once), until config.min_key_tokens tokens.
+void verify_key_cache(const dev::KernelUnderTest& kernel, const dev::KernelCapabilities& caps,
+                      const VerifyConfig& config, std::mt19937_64& rng, VerifyReport& report) {
   const ref::Recipe& recipe = config.recipe;
-  VerifyReport report;
-  std::mt19937_64 rng(config.seed);
+  nlohmann::json key = {{"stage", "key cache"}};
+  if (!caps.key_store) {
+    report.text += "key cache: not provided by the kernel\n";
+    return;
+  }
+  const std::string format = ref::field_value_json(recipe, "key_quant.format").get<std::string>();
+  if (!caps.stores(recipe.key_quant.format)) {
+    report.text += "key cache: NOT COVERED: the recipe stores " + format + " keys and the kernel declares no " + format +
+                   " store\n";
+    report.json["coverage"]["not_covered"].push_back("key cache: no " + format + " store");
+    return;
+  }
+  std::vector<int> page_sizes, missing_sizes;
+  for (int p = 1; p <= 256; p *= 2) (caps.takes_page_size(p) ? page_sizes : missing_sizes).push_back(p);
+  std::vector<bool> dtypes;  // bf16?
+  if (caps.bf16_input) dtypes.push_back(true);
+  if (caps.fp32_input) dtypes.push_back(false);
+  if (page_sizes.empty() || dtypes.empty()) {
+    report.text += "key cache: NOT COVERED: the kernel declares no page size or no input dtype\n";
+    report.json["coverage"]["not_covered"].push_back("key cache: no page size or input dtype declared");
+    return;
+  }
+  // The norm parameters a bf16-taking kernel sees are bf16 values: draw such values.
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> weight(kHeadDim), bias(kHeadDim);
   for (int i = 0; i < kHeadDim; ++i) weight[i] = 1.0f + 0.2f * normal(rng), bias[i] = 0.1f * normal(rng);
+  if (caps.norm_params_bf16) {
+    for (float* v : {weight.data(), bias.data()}) {
+      for (int i = 0; i < kHeadDim; ++i) v[i] = ref::decode_bf16(ref::encode_bf16(v[i]));
+    }
+  }
+  const int64_t max_len = caps.max_position > 0 ? std::min<int64_t>(caps.max_position + 1, kMaxPositions) : kMaxPositions;
   const ref::RopeTable rope(recipe.rope.table, kMaxPositions);
-  const ref::PagedCacheLayout probe(recipe.key_quant.format, 1);  // validates the format
-
-  // ---- Key path ---------------------------------------------------------------------
+  const int64_t cells = static_cast<int64_t>(page_sizes.size()) * 2 * static_cast<int64_t>(dtypes.size());
   int64_t tokens = 0, batches = 0;
   std::map<std::string, int64_t> tokens_by_class;
-  nlohmann::json key = {{"stage", "key cache"}};
+  std::map<std::tuple<int, bool, bool>, std::pair<int64_t, int64_t>> coverage;  // (page, decode, bf16) -> batches, tokens
   bool key_ok = true;
-  // Every page size 1..256 in both layouts at least once (18 batches), then until enough tokens.
-  constexpr int kMinBatches = 18;
-  std::set<int> page_sizes_seen;
-  while ((tokens < config.min_key_tokens || batches < kMinBatches) && key_ok) {
-    const int page_size = 1 << (batches % 9);
-    const bool decode = (batches / 9) % 2 == 1, bf16 = batches % 2 == 0;
-    page_sizes_seen.insert(page_size);
-    const KeyBatch b = make_batch(rng, page_size, decode, bf16, recipe, rope, weight, bias);
+  while ((tokens < config.min_key_tokens || batches < cells) && key_ok) {
+    const int page_size = page_sizes[batches % page_sizes.size()];
+    const bool decode = (batches / static_cast<int64_t>(page_sizes.size())) % 2 == 1;
+    const bool bf16 = dtypes[(batches / (2 * static_cast<int64_t>(page_sizes.size()))) % dtypes.size()];
+    const KeyBatch b = make_batch(rng, page_size, decode, bf16, recipe, rope, weight, bias, max_len, caps.max_tokens);
     const std::vector<uint8_t> expected = reference_cache(recipe, b);
     const std::vector<uint8_t> actual = kernel.key_store(b.host);
     const ref::PagedCacheLayout layout(recipe.key_quant.format, page_size);
     const ByteVerdict v = compare_paged_cache(layout, b.owners, expected, actual);
-    tokens += static_cast<int64_t>(b.host.positions.size());
-    tokens_by_class[page_class(page_size)] += static_cast<int64_t>(b.host.positions.size());
+    const int64_t batch_tokens = static_cast<int64_t>(b.host.positions.size());
+    tokens += batch_tokens;
+    tokens_by_class[page_class(page_size)] += batch_tokens;
+    auto& cell = coverage[{page_size, decode, bf16}];
+    cell.first += 1, cell.second += batch_tokens;
+    if (config.keep_key_batch && (!report.saved || (!v.pass && !report.saved->failed))) {
+      report.saved = SavedKeyBatch{b.host, actual, !v.pass, batches};
+    }
     ++batches;
     if (v.pass) continue;
     key_ok = false;
@@ -165,14 +219,16 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
       return r.key_quant.format == recipe.key_quant.format && reference_cache(r, b) == actual;
     });
     for (const std::string& f : fields) text += "  explained by one recipe field: " + f + "\n";
+    bool shifted = false;
     for (int shift : {1, -1, 2, -2}) {
       if (std::abs(shift) < page_size && reference_cache(recipe, b, shift) == actual) {
         text += "  explained by the page layout: every key is written " + std::to_string(std::abs(shift)) +
                 " slot(s) " + (shift > 0 ? "after" : "before") + " the one its page table entry names\n";
+        shifted = true;
         break;
       }
     }
-    if (fields.empty() && text.find("page layout") == std::string::npos) text += "  no single recipe field or slot shift explains it\n";
+    if (fields.empty() && !shifted) text += "  no single recipe field or slot shift explains it\n";
     key["diagnosis"] = text;
     report.text += text;
   }
@@ -180,19 +236,66 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
   key["tokens"] = tokens;
   key["batches"] = batches;
   key["tokens_by_page_size_class"] = tokens_by_class;
-  if (key_ok) {
-    std::string sizes;
-    for (int p : page_sizes_seen) sizes += (sizes.empty() ? "" : ",") + std::to_string(p);
-    report.text += "key cache: byte-exact on " + std::to_string(tokens) + " tokens in " + std::to_string(batches) +
-                   " batches (page sizes " + sizes + "; prefill and decode; bf16 and fp32 inputs)\n";
+  nlohmann::json& table = report.json["coverage"]["key_cache"];
+  table = nlohmann::json::array();
+  for (const auto& [cell, counts] : coverage) {
+    const auto& [page, decode, bf16] = cell;
+    table.push_back({{"page_size", page}, {"layout", decode ? "decode" : "prefill"}, {"input", bf16 ? "bf16" : "fp32"},
+                     {"format", format}, {"batches", counts.first}, {"tokens", counts.second}});
   }
-  report.pass = key_ok;
-  report.json["stages"] = nlohmann::json::array({key});
+  std::vector<std::string> gaps;
+  if (!missing_sizes.empty()) gaps.push_back("page sizes " + list_text(missing_sizes) + " (not declared by the kernel)");
+  if (!caps.bf16_input) gaps.push_back("bf16 input (not declared)");
+  if (!caps.fp32_input) gaps.push_back("fp32 input (not declared)");
+  if (caps.max_position > 0 && caps.max_position + 1 < kMaxPositions) {
+    gaps.push_back("positions past " + std::to_string(caps.max_position) + " (the kernel's limit)");
+  }
+  for (const std::string& g : gaps) report.json["coverage"]["not_covered"].push_back("key cache: " + g);
+  if (key_ok) {
+    report.text += "key cache: byte-exact on " + std::to_string(tokens) + " tokens in " + std::to_string(batches) +
+                   " batches (page sizes " + list_text(page_sizes) + "; prefill and decode; " +
+                   (dtypes.size() == 2 ? "bf16 and fp32" : dtypes[0] ? "bf16" : "fp32") + " input" +
+                   (caps.norm_params_bf16 ? "; bf16-exact norm parameters" : "") + ")\n";
+  }
+  for (const std::string& g : gaps) report.text += "  not covered: " + g + "\n";
+  report.pass = report.pass && key_ok;
+  ++report.stages_run;
+  report.json["stages"].push_back(key);
+}
+
+}  // namespace
+
+VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& config) {
+  const ref::Recipe& recipe = config.recipe;
+  const dev::KernelCapabilities caps = kernel.capabilities();
+  VerifyReport report;
+  report.json["stages"] = nlohmann::json::array();
+  report.json["coverage"]["not_covered"] = nlohmann::json::array();
+  report.json["capabilities"] = {{"key_store", caps.key_store},
+                                 {"query_path", caps.query_path},
+                                 {"paged_logits", caps.paged_logits},
+                                 {"topk", caps.topk},
+                                 {"store_formats", caps.store_formats},
+                                 {"page_sizes", caps.page_sizes},
+                                 {"bf16_input", caps.bf16_input},
+                                 {"fp32_input", caps.fp32_input},
+                                 {"norm_params_bf16", caps.norm_params_bf16},
+                                 {"max_position", caps.max_position},
+                                 {"max_tokens", caps.max_tokens},
+                                 {"logits_contract", caps.logits_exact_order ? "exact-order" : "bounded"},
+                                 {"topk_contract", to_string(caps.topk_contract)},
+                                 {"topk_padding", caps.topk_padding == dev::TopKPadding::kMinusOne ? "-1" : "unread"},
+                                 {"topk_k", caps.topk_k}};
+  std::mt19937_64 rng(config.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const ref::RopeTable rope(recipe.rope.table, kMaxPositions);
+  const ref::PagedCacheLayout probe(recipe.key_quant.format, 1);  // validates the format
+  verify_key_cache(kernel, caps, config, rng, report);
 
   // ---- Query path -------------------------------------------------------------------
-  if (!kernel.has_query_path()) {
+  if (!caps.query_path) {
     report.text += "query path: not provided by the kernel\n";
-    verify_scoring(kernel, config, rng, report);
+    verify_scoring(kernel, caps, config, rng, report);
     return report;
   }
   dev::HostQueryBatch q;
@@ -231,7 +334,7 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
   const auto same_floats = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
   };
-  nlohmann::json stages = report.json["stages"];
+  nlohmann::json& stages = report.json["stages"];
   bool query_ok = true;
   const int64_t heads = q.num_tokens * q.num_heads;
   const int vb = ref::value_bytes_per_head(recipe.query_quant.format);
@@ -268,9 +371,9 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
     for (const std::string& f : fields) report.text += "  query path explained by one recipe field: " + f + "\n";
     if (fields.empty()) report.text += "  no single recipe field explains the query path\n";
   }
-  report.json["stages"] = stages;
   report.pass = report.pass && query_ok;
-  verify_scoring(kernel, config, rng, report);
+  ++report.stages_run;
+  verify_scoring(kernel, caps, config, rng, report);
   return report;
 }
 

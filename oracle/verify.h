@@ -1,16 +1,21 @@
 // File: verify.h
 // `dsa-fidelity verify`: runs a kernel under test (device/api.h KernelUnderTest: our
-// kernels or a plug-in) on random tensors and random page layouts — every page size
-// 1..256, prefill batches (whole sequences) and decode batches (one new token per
-// sequence), bf16 and fp32 inputs, edge rows — and compares its bytes with the reference:
-// the key cache (byte-exact, first mismatch located), and, when the kernel has a query
-// path, the q codes, q scales and head weights. A failure is diagnosed: which single
-// recipe field, changed, reproduces the kernel's bytes exactly, or whether its keys sit
-// a fixed number of slots away from where the page table puts them. When the kernel also
-// scores and selects, its paged logits and top-K are checked last (verify_scoring).
+// kernels or a plug-in) on random tensors and random page layouts inside what the kernel
+// declares it supports (KernelCapabilities: store formats, page sizes 1..256, bf16 and
+// fp32 input, bf16 norm parameters, largest position and token count) — prefill batches
+// (whole sequences) and decode batches (one new token per sequence), edge rows — and
+// compares each stage it provides with the reference: the key cache (byte-exact, first
+// mismatch located), the q codes, q scales and head weights, the paged logits (bit for bit
+// for an exact-order contract, within the tensor-core bound for a bounded one) and the
+// top-K (under its contract, every differing row classified: topk_verdict.h). A key or
+// query failure is diagnosed: which single recipe field, changed, reproduces the kernel's
+// bytes exactly, or whether its keys sit a fixed number of slots away from where the page
+// table puts them. What the recipe needs but the kernel does not declare is reported as
+// not covered.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -23,6 +28,11 @@ namespace dsaf::oracle {
 
 struct VerifyConfig {
   ref::Recipe recipe;
+  // The top-K contract to check against, when not the one the kernel declares.
+  std::optional<dev::TopKContract> topk_contract;
+  // Keep one key batch and the cache the kernel wrote for it (VerifyReport::saved): the
+  // first that failed, else the first.
+  bool keep_key_batch = false;
   int64_t min_key_tokens = 10000;   // key tokens across all batches
   // Query tokens (x num_heads heads). Dividing by a non-power-of-two scale instead of
   // multiplying by its reciprocal changes an e4m3fn code about once in 10^6 values, so
@@ -32,9 +42,21 @@ struct VerifyConfig {
   uint64_t seed = 1;
 };
 
+// A key batch as the kernel was given it, and the cache bytes it wrote.
+struct SavedKeyBatch {
+  dev::HostKeyBatch batch;
+  std::vector<uint8_t> kernel_cache;
+  bool failed = false;
+  int64_t index = 0;  // the batch's number in the key stage
+};
+
 struct VerifyReport {
   bool pass = true;
+  std::optional<SavedKeyBatch> saved;  // with VerifyConfig::keep_key_batch
+  int stages_run = 0;     // stages compared (a kernel with none of the recipe's: nothing verified)
   std::string text;       // human-readable, one verdict per stage, diagnosis on failure
+  // {"capabilities", "stages": [every verdict], "coverage": {...}}; the CLI adds the kernel,
+  // recipe, seed, pass and the reproduce command.
   nlohmann::json json;
 };
 
@@ -42,7 +64,7 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
 
 // The scoring stages run_verify ends with (verify_scoring.cc): paged logits and top-K,
 // when the kernel provides them (kernel_abi.h dsaf_scoring_v1).
-void verify_scoring(const dev::KernelUnderTest& kernel, const VerifyConfig& config, std::mt19937_64& rng,
-                    VerifyReport& report);
+void verify_scoring(const dev::KernelUnderTest& kernel, const dev::KernelCapabilities& caps,
+                    const VerifyConfig& config, std::mt19937_64& rng, VerifyReport& report);
 
 }  // namespace dsaf::oracle

@@ -1,9 +1,11 @@
 // File: verify_scoring.cc — the scoring and selection stages of `verify` (verify.h):
 // paged logits on caches and queries the reference itself produced (decode rows and
 // ragged causal-prefill rows, every page-size class), and top-K on random, tie-heavy and
-// near-equal rows. Exact-order logits and top-K compare bit for bit; bounded logits must
-// lie within the contract's bound of the exact (fp64) score on every score
-// (oracle/logits_bound.h), and their top-K recall is reported.
+// near-equal rows. Exact-order logits compare bit for bit; bounded logits must lie within
+// the contract's bound of the exact (fp64) score on every score (oracle/logits_bound.h),
+// every row past it is reported with how far, and their top-K recall is reported. Top-K
+// rows are judged under the kernel's contract (oracle/topk_verdict.h), every differing
+// row classified.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +13,7 @@
 
 #include "oracle/logits_bound.h"
 #include "oracle/topk_metrics.h"
+#include "oracle/topk_verdict.h"
 #include "oracle/verify.h"
 #include "reference/paged_cache.h"
 #include "reference/pipeline.h"
@@ -111,11 +114,19 @@ LogitsCase make_logits_case(std::mt19937_64& rng, const ref::Recipe& recipe, int
   return c;
 }
 
-void verify_paged_logits(const dev::KernelUnderTest& kernel, const VerifyConfig& config, std::mt19937_64& rng,
-                         VerifyReport& report) {
+// A logits row that breaks its contract: how many scores, and the worst.
+struct LogitsRowFailure {
+  std::string where;   // batch, page size, layout, row
+  int64_t scores = 0;  // breaking the contract in the row
+  std::string worst;   // the worst score: key, value, reference / exact, excess over the bound
+  double excess = 0.0;  // error / bound of the worst (bounded contract)
+};
+
+void verify_paged_logits(const dev::KernelUnderTest& kernel, const dev::KernelCapabilities& caps,
+                         const VerifyConfig& config, std::mt19937_64& rng, VerifyReport& report) {
   const ref::Recipe& recipe = config.recipe;
   nlohmann::json stage = {{"stage", "paged logits"}};
-  if (!kernel.has_paged_logits()) {
+  if (!caps.paged_logits) {
     report.text += "paged logits: not provided by the kernel\n";
     return;
   }
@@ -124,33 +135,40 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const VerifyConfig&
     return;
   }
   const int heads = config.num_heads == 8 || config.num_heads == 16 || config.num_heads == 32 ? config.num_heads : 64;
-  const bool exact_order = kernel.logits_exact_order();
+  const bool exact_order = caps.logits_exact_order;
   int64_t rows = 0, scores = 0;
   double worst_relative = 0.0, worst_bound_fraction = 0.0, recall_sum = 0.0;
-  bool ok = true;
-  std::string failure;
+  std::vector<LogitsRowFailure> failures;
   const int page_sizes[] = {1, 2, 16, 64, 128, 256};
-  for (int i = 0; i < 6 && ok; ++i) {
+  for (int i = 0; i < 6; ++i) {
+    if (!caps.takes_page_size(page_sizes[i]) && caps.key_store) continue;  // a key kernel's pages only
     const bool prefill = i % 2 == 1;
     const LogitsCase c = make_logits_case(rng, recipe, page_sizes[i], heads, prefill);
     const std::vector<float> got = kernel.paged_logits(c.host);
-    for (size_t r = 0; r < c.expected.size() && ok; ++r) {
+    for (size_t r = 0; r < c.expected.size(); ++r) {
       const int64_t valid = c.host.row_valid[r];
       const float* row = got.data() + r * c.host.max_context;
       double row_max = 0.0, row_error = 0.0;
-      for (int64_t s = 0; s < c.host.max_context && ok; ++s) {
-        const std::string where = "batch " + std::to_string(i) + " (page size " + std::to_string(page_sizes[i]) + ", " +
-                                  (prefill ? "prefill" : "decode") + "), row " + std::to_string(r) + ", key " +
-                                  std::to_string(s);
+      LogitsRowFailure failure;
+      failure.where = "batch " + std::to_string(i) + " (page size " + std::to_string(page_sizes[i]) + ", " +
+                      (prefill ? "prefill" : "decode") + "), row " + std::to_string(r);
+      for (int64_t s = 0; s < c.host.max_context; ++s) {
+        const std::string key = "key " + std::to_string(s);
         if (s >= valid) {
-          if (!(std::isinf(row[s]) && row[s] < 0)) ok = false, failure = where + ": a masked key is not -inf";
+          if (!(std::isinf(row[s]) && row[s] < 0)) {
+            if (failure.scores++ == 0) failure.worst = key + ": a masked key is not -inf";
+          }
           continue;
         }
         const float want = static_cast<float>(c.expected[r][s]);
         if (exact_order) {
           if (bits_of(want) != bits_of(row[s]) && !(std::isnan(want) && std::isnan(row[s]))) {
-            ok = false;
-            failure = where + ": " + std::to_string(row[s]) + " vs reference " + std::to_string(want);
+            if (failure.scores++ == 0) {
+              char text[160];
+              std::snprintf(text, sizeof text, "%s: %.9g (0x%08x) against the reference's %.9g (0x%08x)", key.c_str(),
+                            static_cast<double>(row[s]), bits_of(row[s]), static_cast<double>(want), bits_of(want));
+              failure.worst = text;
+            }
           }
         } else {
           const double error = std::fabs(row[s] - c.exact[r][s]), bound = c.error_bound[r][s];
@@ -158,14 +176,20 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const VerifyConfig&
           row_error = std::max(row_error, error);
           if (bound > 0) worst_bound_fraction = std::max(worst_bound_fraction, error / bound);
           if (!(error <= bound)) {  // NaN and infinities fail too
-            ok = false;
-            failure = where + ": " + std::to_string(row[s]) + " is " + std::to_string(error) +
-                      " from the exact score " + std::to_string(c.exact[r][s]) + ", past the bounded contract's " +
-                      std::to_string(bound);
+            ++failure.scores;
+            const double excess = bound > 0 ? error / bound : HUGE_VAL;
+            if (!(excess <= failure.excess)) {
+              failure.excess = excess;
+              char text[200];
+              std::snprintf(text, sizeof text, "%s: %.9g is %.3g from the exact score %.9g, %.3gx the bound %.3g",
+                            key.c_str(), static_cast<double>(row[s]), error, c.exact[r][s], excess, bound);
+              failure.worst = text;
+            }
           }
         }
         ++scores;
       }
+      if (failure.scores > 0) failures.push_back(failure);
       if (!exact_order && valid > 0) {
         if (row_max > 0) worst_relative = std::max(worst_relative, row_error / row_max);
         std::vector<double> kernel_scores(row, row + valid);
@@ -177,12 +201,22 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const VerifyConfig&
       ++rows;
     }
   }
+  const bool ok = failures.empty();
   stage["pass"] = ok;
   stage["rows"] = rows;
   stage["scores"] = scores;
   stage["contract"] = exact_order ? "exact-order" : "bounded";
+  stage["failing_rows"] = nlohmann::json::array();
+  for (const LogitsRowFailure& f : failures) {
+    stage["failing_rows"].push_back({{"row", f.where}, {"scores", f.scores}, {"worst", f.worst}, {"excess", f.excess}});
+  }
   if (!ok) {
-    report.text += "paged logits: MISMATCH at " + failure + "\n";
+    report.text += "paged logits (" + std::string(exact_order ? "exact-order" : "bounded") + " contract): MISMATCH in " +
+                   std::to_string(failures.size()) + " of " + std::to_string(rows) + " rows\n";
+    for (size_t i = 0; i < std::min<size_t>(4, failures.size()); ++i) {
+      report.text += "  " + failures[i].where + ": " + std::to_string(failures[i].scores) + " score(s); " +
+                     (exact_order ? "first " : "worst ") + failures[i].worst + "\n";
+    }
   } else if (exact_order) {
     report.text += "paged logits: bit-exact (exact-order contract) on " + std::to_string(scores) + " scores in " +
                    std::to_string(rows) + " rows (page sizes 1..256, decode and prefill rows)\n";
@@ -198,29 +232,36 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const VerifyConfig&
                   worst_bound_fraction, worst_relative, rows ? recall_sum / rows : 1.0);
     report.text += line;
     stage["bound_derived"] = derived;
+  }
+  if (!exact_order) {
     stage["worst_error_fraction_of_bound"] = worst_bound_fraction;
     stage["worst_error_relative_to_row_max"] = worst_relative;
     stage["mean_top64_recall"] = rows ? recall_sum / rows : 1.0;
   }
   report.json["stages"].push_back(stage);
   report.pass = report.pass && ok;
+  ++report.stages_run;
 }
 
-// Top-K rows: Gaussian, few distinct values (ties), floats sharing their high 22 bits, and
-// constant rows; lengths around K and far above it.
-void verify_topk(const dev::KernelUnderTest& kernel, std::mt19937_64& rng, VerifyReport& report) {
-  if (!kernel.has_topk()) {
+// Top-K rows: Gaussian, few distinct values (ties at the cut), floats sharing their high
+// 22 bits, and constant rows; lengths around K and far above it. Each row judged under
+// the contract (the kernel's, or config.topk_contract).
+void verify_topk(const dev::KernelUnderTest& kernel, const dev::KernelCapabilities& caps, const VerifyConfig& config,
+                 std::mt19937_64& rng, VerifyReport& report) {
+  if (!caps.topk) {
     report.text += "top-K: not provided by the kernel\n";
     return;
   }
-  bool ok = true;
-  std::string failure;
-  int64_t rows_checked = 0;
+  const dev::TopKContract contract = config.topk_contract.value_or(caps.topk_contract);
+  const std::vector<int> ks = caps.topk_k > 0 ? std::vector<int>{caps.topk_k} : std::vector<int>{512, 1024, 2048};
+  int64_t rows_checked = 0, identical = 0, order_only = 0, tie_rows = 0, tie_keys = 0;
+  std::vector<std::string> failures;
+  nlohmann::json failing = nlohmann::json::array();
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (const int k : {512, 1024, 2048}) {
+  for (const int k : ks) {
     dev::HostTopKBatch b;
     b.k = k;
-    b.row_stride = 20000;
+    b.row_stride = std::max(20000, 2 * k);
     const int rows = 16;
     b.scores.assign(static_cast<size_t>(rows) * b.row_stride, 0.0f);
     for (int r = 0; r < rows; ++r) {
@@ -239,30 +280,56 @@ void verify_topk(const dev::KernelUnderTest& kernel, std::mt19937_64& rng, Verif
       }
     }
     const std::vector<int32_t> got = kernel.topk(b);
-    for (int r = 0; r < rows && ok; ++r) {
-      const std::vector<double> scores(b.scores.begin() + r * b.row_stride, b.scores.begin() + (r + 1) * b.row_stride);
-      const std::vector<int32_t> want = ref::select_topk(scores, b.valid_lengths[r], k);
-      if (!std::equal(want.begin(), want.end(), got.begin() + static_cast<size_t>(r) * k)) {
-        ok = false;
-        failure = "k " + std::to_string(k) + ", row " + std::to_string(r) + " (length " +
-                  std::to_string(b.valid_lengths[r]) + ")";
-      }
+    for (int r = 0; r < rows; ++r) {
+      const std::vector<float> scores(b.scores.begin() + r * b.row_stride,
+                                      b.scores.begin() + r * b.row_stride + b.valid_lengths[r]);
+      const std::vector<int32_t> actual(got.begin() + static_cast<size_t>(r) * k,
+                                        got.begin() + static_cast<size_t>(r + 1) * k);
+      const TopKRowVerdict v = judge_topk_row(scores, k, actual, contract, caps.topk_padding);
       ++rows_checked;
+      identical += v.identical;
+      order_only += v.order_only;
+      tie_rows += v.tie_swaps > 0;
+      tie_keys += v.tie_swaps;
+      if (v.pass) continue;
+      const std::string where = "K " + std::to_string(k) + ", row " + std::to_string(r);
+      failures.push_back(where + " (" + v.describe() + ")");
+      failing.push_back({{"k", k}, {"row", r}, {"length", v.length}, {"verdict", v.describe()},
+                         {"order_only", v.order_only}, {"tie_swaps", v.tie_swaps},
+                         {"misses", static_cast<int64_t>(v.misses.size())},
+                         {"intruders", static_cast<int64_t>(v.intruders.size())},
+                         {"wrong_padding", v.wrong_padding}, {"invalid", v.invalid_count}});
     }
   }
-  report.text += ok ? "top-K: identical indices, in order, on " + std::to_string(rows_checked) +
-                          " rows (K 512/1024/2048; Gaussian, tie-heavy, shared-22-bit and constant rows)\n"
-                    : "top-K: MISMATCH at " + failure + "\n";
-  report.json["stages"].push_back({{"stage", "top-K"}, {"pass", ok}, {"rows", rows_checked}});
+  const bool ok = failures.empty();
+  const std::string head = "top-K (" + std::string(to_string(contract)) + " contract): ";
+  const std::string summary = std::to_string(identical) + " identical to the reference in order, " +
+                              std::to_string(order_only) + " in another order, " + std::to_string(tie_rows) +
+                              " with tie substitutions at the cut (" + std::to_string(tie_keys) + " keys)";
+  std::string k_text;
+  for (int k : ks) k_text += (k_text.empty() ? "" : "/") + std::to_string(k);
+  if (ok) {
+    report.text += head + "every one of " + std::to_string(rows_checked) + " rows holds (" + summary + "; K " +
+                   k_text + "; Gaussian, tie-heavy, shared-22-bit and constant rows)\n";
+  } else {
+    report.text += head + "MISMATCH on " + std::to_string(failures.size()) + " of " + std::to_string(rows_checked) +
+                   " rows (" + summary + ")\n";
+    for (size_t i = 0; i < std::min<size_t>(4, failures.size()); ++i) report.text += "  " + failures[i] + "\n";
+  }
+  report.json["stages"].push_back({{"stage", "top-K"}, {"pass", ok}, {"contract", to_string(contract)},
+                                   {"rows", rows_checked}, {"identical", identical}, {"order_only", order_only},
+                                   {"rows_with_tie_swaps", tie_rows}, {"tie_swaps", tie_keys},
+                                   {"failing_rows", failing}});
   report.pass = report.pass && ok;
+  ++report.stages_run;
 }
 
 }  // namespace
 
-void verify_scoring(const dev::KernelUnderTest& kernel, const VerifyConfig& config, std::mt19937_64& rng,
-                    VerifyReport& report) {
-  verify_paged_logits(kernel, config, rng, report);
-  verify_topk(kernel, rng, report);
+void verify_scoring(const dev::KernelUnderTest& kernel, const dev::KernelCapabilities& caps,
+                    const VerifyConfig& config, std::mt19937_64& rng, VerifyReport& report) {
+  verify_paged_logits(kernel, caps, config, rng, report);
+  verify_topk(kernel, caps, config, rng, report);
 }
 
 }  // namespace dsaf::oracle

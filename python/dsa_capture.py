@@ -23,6 +23,10 @@ little-endian) with the attributes dtype, shape (logical), layout ("row_major"),
 quant_block ("none"), scale_fmt ("none"), recipe, source and sha256 (hex digest of the
 stored bytes). The C++ loader (fixtures/fixture.h open_fixture) checks all of it.
 
+`write_cache_capture` (dsa_cache_capture.py, re-exported here) writes the other kind, a
+cache capture (SCHEMA.md §10): a key cache an engine's kernel wrote, with the inputs that
+produced it, for `dsa-fidelity compare` (docs/capture.md "Cache captures").
+
 Only numpy and h5py are needed. torch tensors are accepted without importing torch here:
 a bf16 tensor is stored as its bits (tensor.view(torch.int16)), any other floating tensor
 as fp32 (tensor.float()); it is copied to the CPU. numpy arrays: float32 is stored as f32,
@@ -36,7 +40,8 @@ import os
 import h5py
 import numpy as np
 
-SCHEMA_VERSION = 1
+from dsaf_arrays import SCHEMA_VERSION, check_finite as _check_finite, to_numpy as _to_numpy
+
 KIND = "activation_capture"
 GENERATOR = "dsa_capture.py (dsa-fidelity, schema 1)"
 
@@ -80,37 +85,6 @@ def _model_facts(model):
     facts["rope_scaling"] = "" if scaling is None else (scaling if isinstance(scaling, str)
                                                          else json.dumps(scaling, sort_keys=True))
     return facts
-
-
-def _to_numpy(value):
-    """(array, schema dtype): the raw storage array ('<u2' for bf16, '<f4' for f32)."""
-    if type(value).__module__.split(".")[0] == "torch":
-        t = value.detach()
-        if str(t.dtype) == "torch.bfloat16":
-            import torch  # only when a torch tensor is given: torch is there already
-            bits = t.contiguous().view(torch.int16).cpu().numpy()
-            return bits.view("<u2"), "bf16"
-        if not t.is_floating_point():
-            raise TypeError(f"a {t.dtype} tensor is not an activation (floating point expected)")
-        return np.ascontiguousarray(t.float().cpu().numpy(), dtype="<f4"), "f32"
-    a = np.asarray(value)
-    if a.dtype.name == "bfloat16":  # ml_dtypes.bfloat16
-        return np.ascontiguousarray(a).view("<u2"), "bf16"
-    if a.dtype == np.uint16:
-        return np.ascontiguousarray(a, dtype="<u2"), "bf16"
-    if a.dtype.kind != "f":
-        raise TypeError(f"a {a.dtype} array is not an activation (float, or uint16 bf16 bits)")
-    return np.ascontiguousarray(a, dtype="<f4"), "f32"
-
-
-def _check_finite(name, array, dtype):
-    if dtype == "bf16":
-        bad = (array & 0x7F80) == 0x7F80  # exponent all ones: Inf or NaN
-    else:
-        bad = ~np.isfinite(array)
-    if bad.any():
-        first = int(np.flatnonzero(bad.reshape(-1))[0])
-        raise ValueError(f"{name}: element {first} is not finite (fixtures hold finite values)")
 
 
 def _expected_shapes(facts, tokens, heads):
@@ -342,3 +316,7 @@ def read_capture(path, layer):
                 data = (data.astype(np.uint32) << 16).view(np.float32)
             out[name] = data
     return out
+
+
+# Cache captures (fixtures/SCHEMA.md §10): dsa_cache_capture.py, re-exported here.
+from dsa_cache_capture import CACHE_FORMATS, write_cache_capture  # noqa: E402,F401

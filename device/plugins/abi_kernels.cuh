@@ -1,6 +1,7 @@
 // File: abi_kernels.cuh
-// Our kernels behind the C ABI (kernel_abi.h), as a table of entry points. `kBug` selects
-// a deliberately wrong variant, for plug-ins that `verify` must catch and name:
+// Our kernels behind the C ABI (kernel_abi.h), as tables of entry points: version 2 for
+// `--kernel builtin`, version 1 for the example plug-ins. `kBug` selects a deliberately
+// wrong variant, for plug-ins that `verify` must catch and name:
 //   kCorrect            our kernels as they are
 //   kReciprocal         multiplies by fl(1/scale) where the recipe divides (key and query)
 //   kOffsetByOneToken   writes every key one slot later in its page ((offset + 1) mod P)
@@ -28,8 +29,8 @@ inline std::string& abi_last_error() {
 }
 
 // Copies each token's bytes from its slot in `from` to the next slot of the same page in `to`.
-__global__ void shift_tokens_kernel(const dsaf_key_store_args_v1 a, const uint8_t* from, uint8_t* to,
-                                    int value_bytes, int scale_bytes) {
+__global__ void shift_tokens_kernel(const KeyStoreArgs a, const uint8_t* from, uint8_t* to, int value_bytes,
+                                    int scale_bytes) {
   const int64_t t = blockIdx.x;
   const int pos = a.positions[t];
   const int64_t page = a.page_tables[a.seq[t] * a.page_table_stride + pos / a.page_size];
@@ -45,8 +46,7 @@ __global__ void shift_tokens_kernel(const dsaf_key_store_args_v1 a, const uint8_
 }
 
 template <PluginBug kBug>
-ref::RecipeFields plugin_recipe(const dsaf_recipe_v1& abi) {
-  ref::RecipeFields r = from_abi(abi);
+ref::RecipeFields plugin_recipe(ref::RecipeFields r) {
   if constexpr (kBug == PluginBug::kReciprocal) {
     r.key_quant.apply = ref::ScaleApply::kTimesReciprocal;
     r.query_quant.apply = ref::ScaleApply::kTimesReciprocal;
@@ -64,52 +64,79 @@ struct AbiSchedule {
   KeyTileWalk walk = KeyTileWalk::kHandOut;
 };
 
-// The ABI does not pass the RoPE table's length: a tile order sorted on all 31 bits of a
-// position is a permutation whatever the positions are.
+// A key-store call of either ABI version as our launcher's arguments, with what v2 adds:
+// the RoPE table's length and the cache's size (0 where v1 does not say).
+struct AbiKeyStore {
+  KeyStoreArgs args;
+  int64_t rope_positions = 0;
+  int64_t cache_bytes = 0;
+};
+
+template <class A>
+KeyStoreArgs key_store_args(const A& a, const ref::RecipeFields& recipe) {
+  KeyStoreArgs args;
+  args.input = a.input;
+  args.input_bf16 = a.input_bf16 != 0;
+  args.num_tokens = a.num_tokens;
+  args.positions = a.positions;
+  args.seq = a.seq;
+  args.page_tables = a.page_tables;
+  args.page_table_stride = a.page_table_stride;
+  args.rope_cos = a.rope_cos;
+  args.rope_sin = a.rope_sin;
+  args.norm_weight = a.norm_weight;
+  args.norm_bias = a.norm_bias;
+  args.cache = a.cache;
+  args.page_size = a.page_size;
+  args.recipe = recipe;
+  return args;
+}
+inline AbiKeyStore from_abi_call(const dsaf_key_store_args_v1& a) { return {key_store_args(a, from_abi(a.recipe))}; }
+inline AbiKeyStore from_abi_call(const dsaf_key_store_args_v2& a) {
+  return {key_store_args(a, from_abi(*a.recipe)), a.rope_positions, a.cache_bytes};
+}
+
+// A tile order sorted on all 31 bits of a position is a permutation whatever the
+// positions are (for v1 calls, which do not pass the table's length).
 inline constexpr int kAnyRopePositions = 1 << 30;
 
-template <PluginBug kBug>
-int abi_key_store(const dsaf_key_store_args_v1* a, const AbiSchedule& s) {
+// The pages a batch's page tables name, counted on the host (a v1 call's cache size).
+inline int64_t cache_bytes_named(const KeyStoreArgs& a) {
+  std::vector<int32_t> seq(a.num_tokens);
+  if (cudaMemcpy(seq.data(), a.seq, seq.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
+  const int64_t seqs = seq.empty() ? 0 : *std::max_element(seq.begin(), seq.end()) + 1;
+  std::vector<int32_t> tables(seqs * a.page_table_stride);
+  if (cudaMemcpy(tables.data(), a.page_tables, tables.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
+  const int64_t pages = tables.empty() ? 0 : *std::max_element(tables.begin(), tables.end()) + 1;
+  const int64_t token_bytes = value_bytes(a.recipe.key_quant.format) + scale_bytes(a.recipe.key_quant.format);
+  return pages * a.page_size * token_bytes;
+}
+
+template <PluginBug kBug, class Call>
+int abi_key_store(const Call* a, const AbiSchedule& s) {
   try {
-    KeyStoreArgs args;
-    args.input = a->input;
-    args.input_bf16 = a->input_bf16 != 0;
-    args.num_tokens = a->num_tokens;
-    args.positions = a->positions;
-    args.seq = a->seq;
-    args.page_tables = a->page_tables;
-    args.page_table_stride = a->page_table_stride;
-    args.rope_cos = a->rope_cos;
-    args.rope_sin = a->rope_sin;
-    args.norm_weight = a->norm_weight;
-    args.norm_bias = a->norm_bias;
-    args.cache = a->cache;
-    args.page_size = a->page_size;
-    args.recipe = plugin_recipe<kBug>(a->recipe);
+    AbiKeyStore k = from_abi_call(*a);
+    KeyStoreArgs& args = k.args;
+    args.recipe = plugin_recipe<kBug>(args.recipe);
     KeyStoreSchedule schedule;
     schedule.lanes_per_head = s.lanes;
     schedule.max_blocks = s.max_blocks;
+    const int rope_positions = k.rope_positions > 0 ? static_cast<int>(std::min<int64_t>(k.rope_positions, INT32_MAX))
+                                                    : kAnyRopePositions;
     const KeyTileOrder order(args.positions, args.num_tokens, key_store_tile_tokens(args.recipe, s.lanes),
-                             kAnyRopePositions, s.walk);
+                             rope_positions, s.walk);
     order.apply(schedule);
     if constexpr (kBug == PluginBug::kOffsetByOneToken) {
       // Run the correct kernel into a copy of the cache, then move every token one slot on.
-      const int vb = value_bytes(args.recipe.key_quant.format);
-      const int sb = scale_bytes(args.recipe.key_quant.format);
-      const size_t page_bytes = static_cast<size_t>(a->page_size) * (vb + sb);
-      // The ABI does not pass the cache size: the pages the page tables name bound it.
-      std::vector<int32_t> seq(a->num_tokens);
-      if (cudaMemcpy(seq.data(), a->seq, seq.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return 1;
-      const int64_t seqs = seq.empty() ? 0 : *std::max_element(seq.begin(), seq.end()) + 1;
-      std::vector<int32_t> tables(seqs * a->page_table_stride);
-      if (cudaMemcpy(tables.data(), a->page_tables, tables.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return 1;
-      const int64_t pages = tables.empty() ? 0 : *std::max_element(tables.begin(), tables.end()) + 1;
+      const int64_t bytes = k.cache_bytes > 0 ? k.cache_bytes : cache_bytes_named(args);
       uint8_t* scratch = nullptr;
-      if (cudaMalloc(&scratch, std::max<size_t>(1, pages * page_bytes)) != cudaSuccess) return 1;
-      cudaMemcpy(scratch, a->cache, pages * page_bytes, cudaMemcpyDeviceToDevice);
+      if (bytes < 0 || cudaMalloc(&scratch, std::max<int64_t>(1, bytes)) != cudaSuccess) return 1;
+      uint8_t* cache = args.cache;
+      cudaMemcpy(scratch, cache, bytes, cudaMemcpyDeviceToDevice);
       args.cache = scratch;
       launch_key_store(args, schedule);
-      shift_tokens_kernel<<<static_cast<unsigned>(a->num_tokens), 128>>>(*a, scratch, a->cache, vb, sb);
+      shift_tokens_kernel<<<static_cast<unsigned>(args.num_tokens), 128>>>(
+          args, scratch, cache, value_bytes(args.recipe.key_quant.format), scale_bytes(args.recipe.key_quant.format));
       const cudaError_t status = cudaDeviceSynchronize();
       cudaFree(scratch);
       if (status != cudaSuccess) {
@@ -127,8 +154,11 @@ int abi_key_store(const dsaf_key_store_args_v1* a, const AbiSchedule& s) {
   }
 }
 
-template <PluginBug kBug>
-int abi_query_quant(const dsaf_query_args_v1* a, int lanes) {
+inline ref::RecipeFields query_recipe(const dsaf_query_args_v1& a) { return from_abi(a.recipe); }
+inline ref::RecipeFields query_recipe(const dsaf_query_args_v2& a) { return from_abi(*a.recipe); }
+
+template <PluginBug kBug, class Call>
+int abi_query_quant(const Call* a, int lanes) {
   try {
     QueryArgs args;
     args.input = a->input;
@@ -142,7 +172,7 @@ int abi_query_quant(const dsaf_query_args_v1* a, int lanes) {
     args.q_values = a->q_values;
     args.q_scales = a->q_scales;
     args.weights = a->weights;
-    args.recipe = plugin_recipe<kBug>(a->recipe);
+    args.recipe = plugin_recipe<kBug>(query_recipe(*a));
     launch_query_quant(args, lanes);
     return 0;
   } catch (const std::exception& e) {
@@ -211,14 +241,50 @@ const dsaf_scoring_v1* abi_scoring_table(const char* name) {
   return &table;
 }
 
-// The ABI table of our kernels (kBug: a deliberately wrong variant) for one schedule,
-// given as compile-time values because the ABI's entry points are plain functions.
+// The version-1 table of our kernels (kBug: a deliberately wrong variant) for one
+// schedule, given as compile-time values because the ABI's entry points are plain
+// functions (the example plug-ins: device/plugins/example_plugin.cu).
 template <PluginBug kBug, int kLanes = kAutoLanesPerHead, int kMaxBlocks = 0, KeyTileWalk kWalk = KeyTileWalk::kHandOut>
 const dsaf_kernel_v1* abi_table(const char* name) {
   static const dsaf_kernel_v1 table = {
       DSAF_KERNEL_ABI_VERSION, name,
       [](const dsaf_key_store_args_v1* a) { return abi_key_store<kBug>(a, AbiSchedule{kLanes, kMaxBlocks, kWalk}); },
       [](const dsaf_query_args_v1* a) { return abi_query_quant<kBug>(a, kLanes); }, &abi_error_text};
+  return &table;
+}
+
+// What our kernels support: every store format but 'none', every page size and input
+// dtype, fp32 norm parameters, any position and token count.
+inline dsaf_key_caps_v2 builtin_key_caps() {
+  dsaf_key_caps_v2 caps{};
+  for (ref::StorageFormat f : {ref::StorageFormat::kFp32, ref::StorageFormat::kBf16, ref::StorageFormat::kFp8E4m3fn,
+                               ref::StorageFormat::kFp4E2m1, ref::StorageFormat::kFp4SimulatedBf16}) {
+    caps.store_formats |= 1u << static_cast<int>(f);
+  }
+  caps.page_sizes = 0x1FFu;  // 1 .. 256
+  caps.input_dtypes = DSAF_INPUT_BF16 | DSAF_INPUT_FP32;
+  return caps;
+}
+
+// The version-2 table of our kernels: every stage, the exact-order logits or (kFast) the
+// tensor-core ones, top-K under the ordered contract.
+template <int kLanes, int kMaxBlocks, KeyTileWalk kWalk, bool kFast>
+const dsaf_kernel_v2* abi_table_v2(const char* name) {
+  static const dsaf_kernel_v2 table = {
+      DSAF_KERNEL_ABI_VERSION_2,
+      name,
+      builtin_key_caps(),
+      [](const dsaf_key_store_args_v2* a) {
+        return abi_key_store<PluginBug::kCorrect>(a, AbiSchedule{kLanes, kMaxBlocks, kWalk});
+      },
+      [](const dsaf_query_args_v2* a) { return abi_query_quant<PluginBug::kCorrect>(a, kLanes); },
+      kFast ? 1 : 0,
+      &abi_paged_logits<kFast>,
+      DSAF_TOPK_ORDERED,
+      DSAF_TOPK_PAD_MINUS_ONE,
+      0,
+      &abi_topk,
+      &abi_error_text};
   return &table;
 }
 

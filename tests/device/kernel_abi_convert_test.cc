@@ -5,9 +5,11 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "reference/error.h"
 #include "reference/recipe.h"
 #include "reference/recipe_json.h"
 
@@ -50,6 +52,35 @@ TEST(AbiRecipe, MembersLandInTheFieldsTheyName) {
   EXPECT_EQ(r.key_norm.eps, 1e-5f);
   EXPECT_TRUE(r.query_rounding.hadamard);
   EXPECT_FALSE(r.key_rounding.hadamard);
+}
+
+// Version 2 lists every kernel field by path: a recipe survives the trip whole, fields v1
+// has no member for included, and a plug-in looks a field up by name.
+TEST(AbiRecipe, V2CarriesEveryKernelFieldByPath) {
+  ref::Recipe changed = ref::preset("sglang-v4-fp4");
+  changed.key_norm.eps = 1e-5f;
+  changed.query_quant.fp4_rounding = ref::Rounding::kNearestEven;
+  const AbiRecipeV2 abi(changed);
+  const ref::RecipeFields back = from_abi(*abi.get());
+  ref::for_each_field([&](const ref::FieldInfo& f, auto) {
+    if (!f.has(ref::kKernelField)) return;
+    EXPECT_EQ(ref::field_value_json(back, f.path), ref::field_value_json(changed, f.path)) << f.path;
+  });
+  EXPECT_EQ(dsaf_recipe_field(abi.get(), "key_norm.eps", 0.0), static_cast<double>(1e-5f));
+  EXPECT_EQ(dsaf_recipe_field(abi.get(), "key_quant.block", 0.0), 32.0);
+  EXPECT_EQ(dsaf_recipe_field(abi.get(), "no.such.field", -7.0), -7.0);
+  // v1's struct inside holds the same values.
+  EXPECT_EQ(abi.get()->v1.key_quant.block, 32);
+}
+
+TEST(AbiRecipe, V2RefusesAFieldThisBuildDoesNotKnow) {
+  const AbiRecipeV2 abi(ref::preset("dsv32-ref"));
+  dsaf_recipe_v2 copy = *abi.get();
+  std::vector<dsaf_field_v2> fields(copy.fields, copy.fields + copy.num_fields);
+  fields.push_back({"key_quant.no_such_field", 1.0});
+  copy.fields = fields.data();
+  copy.num_fields = static_cast<uint32_t>(fields.size());
+  EXPECT_THROW(from_abi(copy), Error);
 }
 
 }  // namespace

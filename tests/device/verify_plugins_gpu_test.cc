@@ -1,5 +1,8 @@
-// `dsa-fidelity verify` on the example plug-ins (device/plugins): our kernels pass; the
-// two deliberately wrong ones fail, and the report names the bug.
+// `dsa-fidelity verify` on the plug-ins of device/plugins: the version-1 examples (our
+// kernels pass; the two deliberately wrong ones fail, and the report names the bug) and
+// the version-2 contract plug-ins (a fixed page size and bf16 norm parameters pass inside
+// what they declare, with the rest reported as not covered; top-K under each contract
+// passes or fails with its difference classified).
 #include <array>
 #include <cstdio>
 #include <string>
@@ -16,15 +19,18 @@ struct Result {
   std::string out;
 };
 
-Result verify(const std::string& plugin, const std::string& recipe) {
-  const std::string command = std::string(DSAF_CLI_PATH) + " verify --kernel " + plugin + " --recipe " + recipe +
-                              " --cases 4000 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
+// The CLI with `args`: its exit code and its output (stdout and stderr).
+Result run(const std::string& args) {
+  FILE* pipe = popen((std::string(DSAF_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
   while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+Result verify(const std::string& plugin, const std::string& recipe, const std::string& extra = "") {
+  return run("verify --kernel " + plugin + " --recipe " + recipe + " --cases 4000 " + extra);
 }
 
 class VerifyPluginsGpu : public ::testing::Test {
@@ -52,6 +58,70 @@ TEST_F(VerifyPluginsGpu, PageOffsetBugIsCaughtAndNamed) {
   const Result r = verify(DSAF_PLUGIN_OFFSET, "sglang-v4-fp8");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("1 slot(s) after the one its page table entry names"), std::string::npos) << r.out;
+}
+
+TEST_F(VerifyPluginsGpu, AFixedPageSizeIsVerifiedAloneAndTheRestReported) {
+  const Result r = verify(DSAF_PLUGIN_PAGE64, "sglang-v4-fp8");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("key cache: byte-exact on"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(page sizes 64;"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not covered: page sizes 1,2,4,8,16,32,128,256 (not declared by the kernel)"), std::string::npos)
+      << r.out;
+}
+
+TEST_F(VerifyPluginsGpu, Bf16NormParametersAreDrawnBf16Exact) {
+  for (const char* recipe : {"dsv32-ref", "sglang-v4-bf16"}) {  // LayerNorm with a bias; RMSNorm
+    const Result r = verify(DSAF_PLUGIN_BF16_NORM, recipe);
+    EXPECT_EQ(r.exit_code, 0) << recipe << "\n" << r.out;
+    EXPECT_NE(r.out.find("bf16-exact norm parameters"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("not covered: fp32 input (not declared)"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(VerifyPluginsGpu, AnUnorderedSetPassesItsContractAndIsOrderOnlyUnderOrdered) {
+  Result r = verify(DSAF_PLUGIN_TOPK_SET, "sglang-v4-fp8");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("top-K (set contract): every one of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("key cache: not provided by the kernel"), std::string::npos) << r.out;
+  r = verify(DSAF_PLUGIN_TOPK_SET, "sglang-v4-fp8", "--topk-contract ordered");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("(order only)"), std::string::npos) << r.out;
+}
+
+TEST_F(VerifyPluginsGpu, ATieSwapAtTheCutPassesSetTiesAndIsNamedUnderSet) {
+  Result r = verify(DSAF_PLUGIN_TOPK_TIES, "sglang-v4-fp8");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("top-K (set-ties contract): every one of"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" 0 with tie substitutions"), std::string::npos) << "no row had a tie swap:\n" << r.out;
+  r = verify(DSAF_PLUGIN_TOPK_TIES, "sglang-v4-fp8", "--topk-contract set");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("tie substitution(s) at the cut"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("above the cut missing"), std::string::npos) << r.out;
+}
+
+TEST_F(VerifyPluginsGpu, AKeyDroppedAboveTheCutIsAMissWithItsRank) {
+  const Result r = verify(DSAF_PLUGIN_TOPK_DROP, "sglang-v4-fp8");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("top-K (set contract): MISMATCH"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("key(s) above the cut missing: index"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exact rank 1"), std::string::npos) << r.out;
+}
+
+// What verify saw, saved as a cache capture, compares the same way without the GPU: our
+// kernels' batch passes, the page-offset bug's failing batch fails with its location.
+TEST_F(VerifyPluginsGpu, ASavedCaptureComparesAsVerifyJudged) {
+  const std::string good = ::testing::TempDir() + "dsaf_builtin_capture.h5";
+  Result r = verify("builtin", "sglang-v4-fp4", "--save-capture " + good);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = run("compare --capture " + good + " --recipe sglang-v4-fp4");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const std::string bad = ::testing::TempDir() + "dsaf_offset_capture.h5";
+  r = verify(DSAF_PLUGIN_OFFSET, "sglang-v4-fp8", "--save-capture " + bad);
+  ASSERT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("the first that failed"), std::string::npos) << r.out;
+  r = run("compare --capture " + bad + " --recipe sglang-v4-fp8");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("First mismatch"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 namespace dsaf::oracle {
 namespace {
 
-// 40 outlier-heavy tokens in pages of 16 through a scrambled page table.
+// 40 outlier-heavy tokens at positions 0..39 in pages of 16 through a scrambled page
+// table, RoPE rows from the recipe's table.
 KeyObservation observe(const ref::Recipe& writer) {
   KeyObservation obs;
   std::mt19937 rng(9);
@@ -25,23 +26,28 @@ KeyObservation observe(const ref::Recipe& writer) {
     obs.norm_bias.push_back(0.1f * normal(rng));
   }
   obs.page_size = 16;
-  obs.page_table = {4, 0, 2};
   obs.num_pages = 5;
+  obs.layout = writer.key_quant.format;
   const ref::PagedCacheLayout layout(writer.key_quant.format, obs.page_size);
+  for (int t = 0; t < T; ++t) {
+    const ref::CacheLocation at = layout.locate({4, 0, 2}, t, obs.num_pages);
+    obs.positions.push_back(t);
+    obs.slots.push_back(at.page * obs.page_size + at.offset);
+  }
   obs.cache.assign(obs.num_pages * layout.page_bytes(), 0xAA);
   obs.cache = expected_cache(writer, obs);
   return obs;
 }
 
-TEST(DetectKeyRecipe, NamesThePresetThatWroteTheBytes) {
+TEST(DetectCapture, NamesThePresetThatWroteTheBytes) {
   const KeyObservation obs = observe(ref::preset("sglang-v4-fp8"));
-  const Detection d = detect_key_recipe(obs, ref::presets());
+  const Detection d = detect_capture(obs, ref::presets());
   EXPECT_EQ(d.matches, (std::vector<std::string>{"sglang-v4-fp8"}));
   // bf16 and fp4 layouts cannot hold these bytes.
   EXPECT_NE(std::find(d.skipped.begin(), d.skipped.end(), "sglang-v4-bf16"), d.skipped.end());
 }
 
-TEST(DetectKeyRecipe, NamesTheFieldThatExplainsANearMiss) {
+TEST(DetectCapture, NamesTheFieldThatExplainsANearMiss) {
   // An implementation that forms the scale as amax * fl(1/448) where sglang-v4-fp8
   // divides amax by 448 (docs/verification.md §7 trap 2): the fp32 scale words differ by an ulp
   // on many tokens. (Dividing the values instead of multiplying by the reciprocal, trap 1,
@@ -50,7 +56,7 @@ TEST(DetectKeyRecipe, NamesTheFieldThatExplainsANearMiss) {
   ref::Recipe mutant = ref::preset("sglang-v4-fp8");
   mutant.key_quant.divisor = ref::ScaleDivisor::kTimesReciprocal;
   const KeyObservation obs = observe(mutant);
-  const Detection d = detect_key_recipe(obs, ref::presets());
+  const Detection d = detect_capture(obs, ref::presets());
   ASSERT_TRUE(d.matches.empty()) << d.describe();
   EXPECT_EQ(d.closest, "sglang-v4-fp8");
   ASSERT_TRUE(d.closest_verdict.first.has_value());
@@ -58,16 +64,16 @@ TEST(DetectKeyRecipe, NamesTheFieldThatExplainsANearMiss) {
   EXPECT_EQ(d.explaining[0].change, "key_quant.divisor: \"divide\" -> \"times_reciprocal\"");
 }
 
-TEST(DetectKeyRecipe, FindsTheRsqrtAndRopeContractionChoices) {
+TEST(DetectCapture, FindsTheRsqrtAndRopeContractionChoices) {
   ref::Recipe mutant = ref::preset("sglang-v4-fp8");
   mutant.key_norm.rsqrt = ref::RsqrtKind::kCorrectlyRounded;
-  Detection d = detect_key_recipe(observe(mutant), ref::presets());
+  Detection d = detect_capture(observe(mutant), ref::presets());
   ASSERT_EQ(d.explaining.size(), 1u) << d.describe();
   EXPECT_EQ(d.explaining[0].change, "key_norm.rsqrt: \"sm90_approx\" -> \"correctly_rounded\"");
 
   mutant = ref::preset("sglang-v4-fp8");
   mutant.rope.fma = ref::ContractedProduct::kNone;
-  d = detect_key_recipe(observe(mutant), ref::presets());
+  d = detect_capture(observe(mutant), ref::presets());
   ASSERT_EQ(d.explaining.size(), 1u) << d.describe();
   EXPECT_EQ(d.explaining[0].change, "rope.fma: \"first\" -> \"none\"");
 }
