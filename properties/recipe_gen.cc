@@ -24,6 +24,7 @@ ref::QuantSpec gen_quant(std::optional<ref::StorageFormat> format = std::nullopt
   q.apply = gen_enum<ref::ScaleApply>(2);
   q.saturation = gen_enum<ref::Saturation>(2);
   q.fp4_rounding = gen_enum<ref::Rounding>(2);
+  q.fp4_zero_sign = gen_enum<ref::Fp4ZeroSign>(2);
   return q;
 }
 

@@ -186,8 +186,10 @@ constexpr RecipeFields sglang_v4_bf16() {
 
 // SGLang's V4 fp4 option (§6.1-§6.3): e2m1 blocks of 32, scale_raw = fmaxf(1e-4f, amax)
 // / 6.f rounded up to a power of two by its exponent bits, applied as the exact
-// reciprocal; threshold rounding with strict '>' (midpoints toward zero). fp4 queries
-// with bf16 RoPE and Hadamard outputs.
+// reciprocal; threshold rounding with strict '>' (midpoints toward zero); the key kernel
+// sets the sign bit on non-zero codes only (a negative value rounding to zero is +0).
+// fp4 queries with bf16 RoPE and Hadamard outputs (their zero sign: not yet read from
+// the query kernel, the default kept).
 constexpr RecipeFields sglang_v4_fp4() {
   RecipeFields r = sglang_v4_fp8();
   QuantSpec fp4{};
@@ -199,6 +201,7 @@ constexpr RecipeFields sglang_v4_fp4() {
   fp4.apply = ScaleApply::kTimesReciprocal;  // inv_scale_ue8m0: exact for powers of two
   fp4.fp4_rounding = Rounding::kNearestTiesTowardZero;
   r.key_quant = fp4;
+  r.key_quant.fp4_zero_sign = Fp4ZeroSign::kPositive;
   r.query_quant = fp4;
   r.query_rounding = {false, false, true, true};
   return r;

@@ -135,6 +135,7 @@ StoredHead store_head(const T* x, const QuantSpec& spec) {
           for (int j = 0; j < kFp4Block; ++j) {
             const int i = block * kFp4Block + j;
             codes[i] = encode_e2m1(apply_scale(xb[j], scale, spec.apply), spec.fp4_rounding);
+            if (spec.fp4_zero_sign == Fp4ZeroSign::kPositive && (codes[i] & 0x7) == 0) codes[i] = 0;  // -0 -> +0
             // code value * 2^k is exact in fp32 (2 significant bits).
             out.dot_values[i] = decode_e2m1(codes[i]) * scale;
           }

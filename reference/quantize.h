@@ -12,7 +12,8 @@
 // Values:  v_i = x_i / scale  or  x_i * fl(1 / scale)   (ScaleApply), then encoded.
 //   fp8:  one e4m3fn byte per value + the fp32 scale (block 128 only: one per token)
 //   fp4:  one e2m1 nibble per value, two per byte (element 2i in the low nibble), +
-//         one ue8m0 byte per block of 32; the scale must be a power of two
+//         one ue8m0 byte per block of 32; the scale must be a power of two; a code of
+//         magnitude 0 keeps the value's sign or is +0 (QuantSpec::fp4_zero_sign)
 //   bf16 / fp32: the value rounded to the format, no scale
 //   fp4-simulated bf16: bf16(decode(e2m1(x / s)) * s), the DeepSeek V4 reference
 #pragma once

@@ -92,6 +92,11 @@ enum class ScaleDivisor : uint8_t { kDivide, kTimesReciprocal };
 enum class ScalePow2 : uint8_t { kNone, kExponentBitsCeil, kLog2Ceil };
 // How values meet the scale: x / s, or x * fl(1/s). Identical for power-of-two s.
 enum class ScaleApply : uint8_t { kDivide, kTimesReciprocal };
+// The sign of an e2m1 code whose magnitude rounds to zero: the value's (kKeep: -0 for a
+// negative value, code 0x8, as a sign-magnitude encoder gives) or always +0 (kPositive:
+// SGLang's V4 fp4 key kernel sets the sign bit on non-zero codes only; docs/numerics.md
+// §6.2).
+enum class Fp4ZeroSign : uint8_t { kKeep, kPositive };
 
 struct QuantSpec {
   StorageFormat format = StorageFormat::kNone;
@@ -102,6 +107,7 @@ struct QuantSpec {
   ScaleApply apply = ScaleApply::kDivide;
   Saturation saturation = Saturation::kSatFinite;
   Rounding fp4_rounding = Rounding::kNearestEven;
+  Fp4ZeroSign fp4_zero_sign = Fp4ZeroSign::kKeep;
 };
 
 // Where a stage's fp32 result is rounded to bf16 (the DeepSeek reference keeps bf16

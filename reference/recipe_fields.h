@@ -109,6 +109,9 @@ constexpr EnumNames<Rounding, 2> enum_names(Rounding) {
   return {{{Rounding::kNearestEven, "nearest_even"},
            {Rounding::kNearestTiesTowardZero, "nearest_ties_toward_zero"}}};
 }
+constexpr EnumNames<Fp4ZeroSign, 2> enum_names(Fp4ZeroSign) {
+  return {{{Fp4ZeroSign::kKeep, "keep"}, {Fp4ZeroSign::kPositive, "positive"}}};
+}
 constexpr EnumNames<ScoreAccum, 3> enum_names(ScoreAccum) {
   return {{{ScoreAccum::kFp32, "fp32"}, {ScoreAccum::kBf16, "bf16"}, {ScoreAccum::kExact, "exact"}}};
 }
@@ -131,7 +134,7 @@ DSAF_HOST_DEVICE constexpr void for_each_field(Visit&& visit) {
   constexpr uint32_t kKernel = kKernelField, kBranch = kKernelField | kKeyCodePath, kDetect = kDetected;
   const auto quant = [&](const char* format, const char* block, const char* floor, const char* divisor,
                          const char* pow2, const char* apply, const char* saturation, const char* rounding,
-                         auto spec, uint32_t branch, uint32_t detect) {
+                         const char* zero_sign, auto spec, uint32_t branch, uint32_t detect) {
     visit(FieldInfo{format, kKernel | branch}, [spec](auto& r) -> auto& { return spec(r).format; });
     visit(FieldInfo{block, kKernel | branch}, [spec](auto& r) -> auto& { return spec(r).block; });
     visit(FieldInfo{floor, kKernel | kDetect, {1e-4f, 1e-10f}, 2},
@@ -141,6 +144,7 @@ DSAF_HOST_DEVICE constexpr void for_each_field(Visit&& visit) {
     visit(FieldInfo{apply, kKernel | branch | kDetect}, [spec](auto& r) -> auto& { return spec(r).apply; });
     visit(FieldInfo{saturation, kKernel | branch | detect}, [spec](auto& r) -> auto& { return spec(r).saturation; });
     visit(FieldInfo{rounding, kKernel | branch | detect}, [spec](auto& r) -> auto& { return spec(r).fp4_rounding; });
+    visit(FieldInfo{zero_sign, kKernel | branch | detect}, [spec](auto& r) -> auto& { return spec(r).fp4_zero_sign; });
   };
   const auto rounding = [&](const char* input, const char* norm, const char* rope, const char* hadamard,
                             auto spec, uint32_t branch, uint32_t detect_input_norm) {
@@ -172,11 +176,11 @@ DSAF_HOST_DEVICE constexpr void for_each_field(Visit&& visit) {
   visit(FieldInfo{"rope.table.beta_slow", 0}, [](auto& r) -> auto& { return r.rope.table.beta_slow; });
   visit(FieldInfo{"hadamard", kBranch | kDetect}, [](auto& r) -> auto& { return r.hadamard; });
   quant("key_quant.format", "key_quant.block", "key_quant.amax_floor", "key_quant.divisor", "key_quant.pow2",
-        "key_quant.apply", "key_quant.saturation", "key_quant.fp4_rounding",
+        "key_quant.apply", "key_quant.saturation", "key_quant.fp4_rounding", "key_quant.fp4_zero_sign",
         [](auto& r) -> auto& { return r.key_quant; }, kKeyCodePath, kDetect);
   quant("query_quant.format", "query_quant.block", "query_quant.amax_floor", "query_quant.divisor",
         "query_quant.pow2", "query_quant.apply", "query_quant.saturation", "query_quant.fp4_rounding",
-        [](auto& r) -> auto& { return r.query_quant; }, 0, 0);
+        "query_quant.fp4_zero_sign", [](auto& r) -> auto& { return r.query_quant; }, 0, 0);
   visit(FieldInfo{"weights", kKernel}, [](auto& r) -> auto& { return r.weights; });
   visit(FieldInfo{"weights_fold", kKernel | kDetect}, [](auto& r) -> auto& { return r.weights_fold; });
   visit(FieldInfo{"score", 0}, [](auto& r) -> auto& { return r.score; });

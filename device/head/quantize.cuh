@@ -61,6 +61,7 @@ __device__ __forceinline__ float apply_scale(float x, float scale, float inv, bo
 
 // e2m1 code of v (sign bit 3): nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating; ties to
 // the even code, or toward zero (SGLang's strict '>' against the midpoints). NaN -> +6.
+// The sign bit is v's, on zero codes too (-0 is 0x8); e2m1_zero_sign makes those +0.
 // Branch-free on the bits of |v|, which order like the magnitudes. From 1 up the codes are
 // e2m1's normal numbers, 2 x (biased exponent, 1 for 1.0) + a mantissa bit: rounding |v|
 // to one mantissa bit (add 2^21 - 1 to the bits, plus the kept bit 22 for ties to even,
@@ -83,6 +84,12 @@ __device__ __forceinline__ unsigned e2m1_code(float v, ref::Rounding rounding) {
   const unsigned below_one = __float_as_uint(to_even ? twice : __fadd_ru(twice, 12582912.0f)) - 0x4b400000u;
   const unsigned code = (mag < 0x3f800000u ? below_one : normal) | ((bits >> 28) & 8u);
   return mag > 0x7f800000u ? 0x7u : code;
+}
+
+// A zero code under the recipe's rule: -0 (0x8) stays, or becomes +0 (kPositive). Branch-
+// free: the sign bit is cleared exactly when the magnitude bits are 0.
+__device__ __forceinline__ unsigned e2m1_zero_sign(unsigned code, ref::Fp4ZeroSign rule) {
+  return rule == ref::Fp4ZeroSign::kPositive && (code & 7u) == 0 ? 0u : code;
 }
 
 // Value of an e2m1 code: {0, .5, 1, 1.5, 2, 3, 4, 6}; for c >= 2 the bits of (1 + m/2) *
@@ -148,8 +155,9 @@ __device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part,
     }
     // Codes are made where they are packed: a lane may hold 128 values.
     const auto code = [&](int k) {
-      return e2m1_code(apply_scale(x[k], scale[k / kBlockValues], inv[k / kBlockValues], true, q.apply),
-                       q.fp4_rounding);
+      return e2m1_zero_sign(
+          e2m1_code(apply_scale(x[k], scale[k / kBlockValues], inv[k / kBlockValues], true, q.apply), q.fp4_rounding),
+          q.fp4_zero_sign);
     };
     if (!store) return 1.0f;
     if constexpr (kFormat == ref::StorageFormat::kFp4E2m1) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "device/head/head_io.cuh"
 #include "device/head/quantize.cuh"
@@ -22,7 +23,8 @@
 namespace dsaf::test {
 namespace {
 
-__device__ unsigned brute_force_e2m1(float v, ref::Rounding rounding) {
+// kPositive: the sign bit only on a non-zero magnitude (SGLang's `if (x < 0 && idx != 0)`).
+__device__ unsigned brute_force_e2m1(float v, ref::Rounding rounding, ref::Fp4ZeroSign zero_sign) {
   if (isnan(v)) return 0x7;
   const double magnitudes[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
   const double mag = fabs(static_cast<double>(v));
@@ -33,7 +35,8 @@ __device__ unsigned brute_force_e2m1(float v, ref::Rounding rounding) {
     const bool tie_goes_up = rounding == ref::Rounding::kNearestEven && (c & 1) == 0;
     if (d < best_d || (d == best_d && tie_goes_up)) best = c;
   }
-  return best | (signbit(v) ? 0x8u : 0u);
+  const bool sign = zero_sign == ref::Fp4ZeroSign::kPositive ? best != 0 && v < 0.0f : signbit(v);
+  return best | (sign ? 0x8u : 0u);
 }
 
 struct Mismatches {
@@ -41,12 +44,12 @@ struct Mismatches {
   unsigned long long first;  // the smallest mismatching bit pattern (or 2^32)
 };
 
-__global__ void compare_all_floats(ref::Rounding rounding, Mismatches* out) {
+__global__ void compare_all_floats(ref::Rounding rounding, ref::Fp4ZeroSign zero_sign, Mismatches* out) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32);
        i += stride) {
     const float v = __uint_as_float(static_cast<unsigned>(i));
-    if (dev::e2m1_code(v, rounding) != brute_force_e2m1(v, rounding)) {
+    if (dev::e2m1_zero_sign(dev::e2m1_code(v, rounding), zero_sign) != brute_force_e2m1(v, rounding, zero_sign)) {
       atomicAdd(&out->count, 1ull);
       atomicMin(&out->first, static_cast<unsigned long long>(i));
     }
@@ -56,13 +59,16 @@ __global__ void compare_all_floats(ref::Rounding rounding, Mismatches* out) {
 TEST(E2m1Exhaustive, DeviceEncoderMatchesNearestSearchOnEveryFloat) {
   DSAF_REQUIRE_GPU();
   for (const ref::Rounding rounding : {ref::Rounding::kNearestEven, ref::Rounding::kNearestTiesTowardZero}) {
-    const char* rule = rounding == ref::Rounding::kNearestEven ? "ties to even" : "ties toward zero";
-    DeviceBuffer<Mismatches> result(std::vector<Mismatches>{{0, uint64_t{1} << 32}});
-    compare_all_floats<<<132 * 16, 256>>>(rounding, result.get());
-    cuda_ok(cudaGetLastError(), "compare_all_floats launch");
-    const Mismatches m = result.download()[0];
-    EXPECT_EQ(m.count, 0u) << rule << ": first mismatch at bits 0x" << std::hex << m.first;
-    std::printf("[ e2m1 ] %s: 4,294,967,296 floats, %llu mismatches\n", rule, m.count);
+    for (const ref::Fp4ZeroSign zero_sign : {ref::Fp4ZeroSign::kKeep, ref::Fp4ZeroSign::kPositive}) {
+      const std::string rule = std::string(rounding == ref::Rounding::kNearestEven ? "ties to even" : "ties toward zero") +
+                               (zero_sign == ref::Fp4ZeroSign::kKeep ? ", zero keeps its sign" : ", zero is +0");
+      DeviceBuffer<Mismatches> result(std::vector<Mismatches>{{0, uint64_t{1} << 32}});
+      compare_all_floats<<<132 * 16, 256>>>(rounding, zero_sign, result.get());
+      cuda_ok(cudaGetLastError(), "compare_all_floats launch");
+      const Mismatches m = result.download()[0];
+      EXPECT_EQ(m.count, 0u) << rule << ": first mismatch at bits 0x" << std::hex << m.first;
+      std::printf("[ e2m1 ] %s: 4,294,967,296 floats, %llu mismatches\n", rule.c_str(), m.count);
+    }
   }
 }
 

@@ -84,6 +84,9 @@ TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
   changed = ref::preset("sglang-v4-fp4");
   changed.key_quant.fp4_rounding = ref::Rounding::kNearestEven;
   EXPECT_EQ(dev::key_store_path(changed), "generic");
+  changed = ref::preset("sglang-v4-fp4");
+  changed.key_quant.fp4_zero_sign = ref::Fp4ZeroSign::kKeep;  // a code-path field too
+  EXPECT_EQ(dev::key_store_path(changed), "generic");
 }
 
 // reference/norm.h needs a norm's weight (and LayerNorm's bias): the launcher refuses a

@@ -81,7 +81,7 @@ __global__ void sglang_style_indexer(const SglangStyleArgs a) {
     for (int i = 0; i < 4; ++i) {
       const float v = d[i] * inv, m = fabsf(v);
       unsigned c = m > 5.0f ? 7 : m > 3.5f ? 6 : m > 2.5f ? 5 : m > 1.75f ? 4 : m > 1.25f ? 3 : m > 0.75f ? 2 : m > 0.25f ? 1 : 0;
-      codes[i] = c | (v < 0.0f || (v == 0.0f && signbit(v)) ? 8u : 0u);
+      codes[i] = c | (c != 0 && v < 0.0f ? 8u : 0u);  // the sign on non-zero codes only
     }
     uint8_t* page_ptr = a.cache + page * (68 << a.page_bits);
     uint8_t* values = page_ptr + off * 64;

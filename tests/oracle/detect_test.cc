@@ -64,6 +64,18 @@ TEST(DetectCapture, NamesTheFieldThatExplainsANearMiss) {
   EXPECT_EQ(d.explaining[0].change, "key_quant.divisor: \"divide\" -> \"times_reciprocal\"");
 }
 
+// A sign-magnitude e2m1 encoder (-0 for a negative value that rounds to zero) where
+// sglang-v4-fp4's kernel writes +0: the one field that says so is named.
+TEST(DetectCapture, NamesTheFp4ZeroSignRule) {
+  ref::Recipe mutant = ref::preset("sglang-v4-fp4");
+  mutant.key_quant.fp4_zero_sign = ref::Fp4ZeroSign::kKeep;
+  const Detection d = detect_capture(observe(mutant), ref::presets());
+  ASSERT_TRUE(d.matches.empty()) << d.describe();
+  EXPECT_EQ(d.closest, "sglang-v4-fp4");
+  ASSERT_EQ(d.explaining.size(), 1u) << d.describe();
+  EXPECT_EQ(d.explaining[0].change, "key_quant.fp4_zero_sign: \"positive\" -> \"keep\"");
+}
+
 TEST(DetectCapture, FindsTheRsqrtAndRopeContractionChoices) {
   ref::Recipe mutant = ref::preset("sglang-v4-fp8");
   mutant.key_norm.rsqrt = ref::RsqrtKind::kCorrectlyRounded;

@@ -308,6 +308,33 @@ TEST(ScaleQuantError, Fp4TiesFollowTheRoundingRuleAndAttainTheBound) {
   }
 }
 
+// A negative value that rounds to zero keeps its sign (code 0x8) by default, and is +0
+// (code 0) under Fp4ZeroSign::kPositive, SGLang's V4 fp4 key kernel's rule (docs/numerics.md
+// §6.2); non-zero codes keep their sign under both, and so do the fp4-in-bf16 values.
+TEST(ScaleQuantError, Fp4ZeroSignRuleDecidesTheSignOfZeroCodesOnly) {
+  Head x{};
+  x[0] = 6.0f;         // block scale 1
+  x[1] = -0.1f;        // rounds to -0
+  x[2] = -0.0f;
+  x[3] = 0.1f;         // rounds to +0
+  x[4] = -1.0f;        // code 0xA
+  for (Fp4ZeroSign rule : {Fp4ZeroSign::kKeep, Fp4ZeroSign::kPositive}) {
+    QuantSpec q = fp4_spec(ScalePow2::kExponentBitsCeil, ScaleDivisor::kDivide, ScaleApply::kDivide,
+                           Rounding::kNearestEven);
+    q.fp4_zero_sign = rule;
+    const StoredHead h = store_head<float>(x.data(), q);
+    const uint8_t negative_zero = rule == Fp4ZeroSign::kKeep ? 0x8 : 0x0;
+    EXPECT_EQ(fp4_code(h, 1), negative_zero);
+    EXPECT_EQ(fp4_code(h, 2), negative_zero);
+    EXPECT_EQ(fp4_code(h, 3), 0x0);
+    EXPECT_EQ(fp4_code(h, 4), 0xA);
+    q.format = StorageFormat::kFp4SimulatedBf16;
+    const StoredHead sim = store_head<float>(x.data(), q);
+    EXPECT_EQ(std::signbit(sim.dot_values[1]), rule == Fp4ZeroSign::kKeep);
+    EXPECT_TRUE(std::signbit(sim.dot_values[4]));
+  }
+}
+
 TEST(ScaleQuantError, ExponentBitScaleMapsTheGroupMaxIntoTheTopBinade) {
   // docs/numerics.md §2.6: with s = 2^ceil(log2(amax/448)) the group max maps into (224, 448]
   // (fp4: (3, 6]). For kExponentBitsCeil this holds exactly even with the rounded raw
