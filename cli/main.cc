@@ -30,6 +30,7 @@
 #include "oracle/verify.h"
 #include "reference/error.h"
 #include "reference/recipe.h"
+#include "reference/recipe_fields.h"
 #include "reference/recipe_json.h"
 
 namespace {
@@ -50,10 +51,20 @@ int cmd_recipes(bool as_json, const std::string& file) {
     std::cout << all.dump(2) << "\n";
     return kExitPass;
   }
+  // Each preset with the upstream code it names and whether it was run against it
+  // (verified) or only read (modelled): docs/conformance.md.
+  const auto status_name = [](dsaf::ref::ProvenanceStatus status) {
+    for (const auto& [value, name] : dsaf::ref::enum_names(status))
+      if (value == status) return name;
+    return "?";
+  };
   for (const auto& r : recipes) {
     const int bytes = dsaf::ref::cache_bytes_per_token(r.key_quant.format);
-    fmt::print("{:<18} {:>9}  {}\n", r.name,
-               bytes > 0 ? fmt::format("{} B/tok", bytes) : std::string("-"), r.description);
+    fmt::print("{:<18} {:>9}  {:<8}  {}\n", r.name,
+               bytes > 0 ? fmt::format("{} B/tok", bytes) : std::string("-"),
+               status_name(r.provenance.status), r.description);
+    if (!r.provenance.upstream.empty()) fmt::print("{:30}from: {}\n", "", r.provenance.upstream);
+    if (!r.provenance.evidence.empty()) fmt::print("{:30}{}\n", "", r.provenance.evidence);
   }
   return kExitPass;
 }

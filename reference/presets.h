@@ -103,11 +103,21 @@ constexpr RecipeFields dsv32_bf16() {
   return r;
 }
 
-// SGLang's fused V3.2 indexer path (§5.6, §8): input rounded to bf16, then fp32; no
-// Hadamard; plain amax/448 scales, keys times the reciprocal, queries divided.
+// SGLang's DSA indexer key kernel, fused_k_indexer_norm_rope_store (§5.6, §8), which SGLang
+// runs for DSA checkpoints whose indexer RoPE is interleaved (indexer_rope_interleave, as
+// GLM-5.x; DeepSeek V3.2's NeoX indexer takes the unfused path): bf16 input, LayerNorm in
+// fp32 with warp-tree sums, fused (x - mean)^2 terms and the sm_90 rsqrtf, the affine as
+// fma(x_hat, gamma, beta); interleaved RoPE on the leading 64 dims with the first product
+// fused; the keys rounded to bf16 after RoPE; no Hadamard; plain amax/448 scales, keys
+// times fl(1/scale). Queries (not read from a kernel): divided by the scale.
 constexpr RecipeFields sglang_v32_fused() {
   RecipeFields r = v32_model();
-  r.key_rounding = {true, false, false, false};
+  r.key_norm.order = ReductionOrder::kWarpTree;
+  r.key_norm.fma_contraction = true;
+  r.key_norm.rsqrt = RsqrtKind::kSm90Approx;
+  r.rope.pairing = RopePairing::kInterleaved;
+  r.rope.fma = ContractedProduct::kFirst;
+  r.key_rounding = {true, false, true, false};
   r.query_rounding = {true, false, false, false};
   r.hadamard = false;
   r.key_quant = fp8_plain(ScaleApply::kTimesReciprocal);
@@ -116,19 +126,24 @@ constexpr RecipeFields sglang_v32_fused() {
   return r;
 }
 
-// vLLM V3.2 (§7.1-§7.2): no Hadamard, scale = exp2f(ceilf(log2f(amax / 448))), bf16 after
-// the norm and RoPE, query amax floor 1e-10. Its weights_out = w * q_scale *
-// softmax_scale * head_scale has power-of-two q_scale and H^-1/2 = 1/8, so it equals
-// the separate-factors order bit for bit.
+// vLLM V3.2 as H100/H200 production runs it (§7.1-§7.2): DeepseekV32ForCausalLM's Triton
+// kernels, _fused_norm_rope_kernel (key: LayerNorm, NeoX RoPE, fp8, cache write) and
+// _fused_q_kernel (query), all in fp32 registers: no bf16 rounding after the norm or RoPE;
+// scale = exp2(ceil(log2(max(amax, 1e-4) / 448))) for keys and queries; no Hadamard. Read
+// from the Triton source, not run: tl.rsqrt is the approximate rsqrt and Triton fuses
+// multiply-adds by default (assumed here); Triton's reduction order has no field. Its
+// weights_out = w * q_scale * softmax_scale * head_scale has power-of-two q_scale and
+// H^-1/2 = 1/8, so it equals the separate-factors order bit for bit.
 constexpr RecipeFields vllm_v32() {
   RecipeFields r = v32_model();
-  r.key_rounding = {true, true, true, false};
-  r.query_rounding = {true, false, true, false};
+  r.key_norm.fma_contraction = true;
+  r.key_norm.rsqrt = RsqrtKind::kSm90Approx;
+  r.key_rounding = {true, false, false, false};
+  r.query_rounding = {true, false, false, false};
   r.hadamard = false;
   r.key_quant = fp8_plain(ScaleApply::kDivide);
   r.key_quant.pow2 = ScalePow2::kLog2Ceil;
   r.query_quant = r.key_quant;
-  r.query_quant.amax_floor = 1e-10f;
   r.weights_fold = WeightsFold::kSeparateFactors;
   return r;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <string>
+#include <utility>
 
 #include "reference/error.h"
 #include "reference/presets.h"
@@ -41,14 +42,27 @@ void validate_quant(const Recipe& r, const QuantSpec& q, const std::string& side
 }
 
 Recipe named(const std::string& name, const std::string& description, const std::string& source,
-             const RecipeFields& fields) {
+             const RecipeFields& fields, Provenance provenance = {}) {
   Recipe r;
   static_cast<RecipeFields&>(r) = fields;
   r.name = name;
   r.description = description;
   r.source = source;
+  r.provenance = std::move(provenance);
   return r;
 }
+
+// Each preset's claim about the upstream code it names (docs/conformance.md holds the
+// runs; the kernels are built from conformance/upstream.lock).
+Provenance verified(std::string upstream, std::string run) {
+  return {ProvenanceStatus::kVerified, std::move(upstream), std::move(run)};
+}
+Provenance modelled(std::string upstream, std::string why) {
+  return {ProvenanceStatus::kModelled, std::move(upstream), std::move(why)};
+}
+constexpr const char* kSglangV4Kernels = "sglang 0.5.23 sglang/kernels/jit/csrc/deepseek_v4/fused_norm_rope_v2.cuh";
+constexpr const char* kDeepSeekReference =
+    "not runnable here: DeepSeek's reference is PyTorch and TileLang code, and the GPU host has neither";
 
 std::vector<Recipe> make_presets() {
   namespace f = preset_fields;
@@ -58,33 +72,63 @@ std::vector<Recipe> make_presets() {
       named("dsv32-ref",
             "DeepSeek V3.2 reference (post-2025-11 fix): LayerNorm, NeoX rope on leading dims, "
             "Hadamard, fp8 ue8m0 scales, bf16 intermediates",
-            "docs/numerics.md §2.2-§2.8, §10", f::dsv32_ref()),
+            "docs/numerics.md §2.2-§2.8, §10", f::dsv32_ref(),
+            modelled("DeepSeek-V3.2-Exp inference/model.py (Indexer), inference/kernel.py (act_quant)",
+                     kDeepSeekReference)),
       named("dsv32-bf16", "dsv32-ref with bf16 index keys (256 B/token)", "docs/numerics.md §2.2-§2.8, §10",
             f::dsv32_bf16()),
       named("sglang-v32-fused",
-            "SGLang fused V3.2 indexer path: no Hadamard, plain amax/448 scales, fp32 throughout "
-            "(modelled from the formulas; compile-level FMA/rsqrt not read for this kernel)",
-            "docs/numerics.md §5.6, §6.2-§6.3 (quant block), §8", f::sglang_v32_fused()),
+            "SGLang's fused DSA indexer key kernel (checkpoints with interleaved indexer rope): "
+            "LayerNorm as compiled, interleaved rope on leading dims, bf16 keys after rope, no "
+            "Hadamard, plain amax/448 scales",
+            "docs/numerics.md §5.6, §8; read from the kernel (docs/upstream.md)", f::sglang_v32_fused(),
+            verified("sglang 0.5.23 sglang/kernels/jit/csrc/deepseek_v32/indexer_k.cuh "
+                     "fused_k_indexer_norm_rope_store; fused_k_indexer_norm_rope + "
+                     "dsa/fused_store_index_cache.cuh fused_store_indexer_cache (the fallback)",
+                     "keys: H200 run 88, both paths byte-exact on 12,684 tokens (every page size 1-256, "
+                     "prefill and decode, bf16 input) and the same bytes as our kernel on 1M tokens; the "
+                     "query side is not read from a kernel")),
       named("vllm-v32",
-            "vLLM V3.2: no Hadamard, exp2f(ceilf(log2f)) scales, q amax floor 1e-10, bf16 "
-            "rounding after norm and rope",
-            "docs/numerics.md §7.1-§7.2", f::vllm_v32()),
+            "vLLM V3.2 as production runs it (Triton): LayerNorm and NeoX rope in fp32 registers, no "
+            "bf16 rounding, no Hadamard, exp2(ceil(log2)) scales with amax floor 1e-4",
+            "docs/numerics.md §7.1-§7.2", f::vllm_v32(),
+            modelled("vllm 0.33.0 vllm/models/deepseek_v32/common/kernels.py _fused_norm_rope_kernel (key), "
+                     "_fused_q_kernel (query)",
+                     "Triton kernels, not yet run: no C adapter can call them, but the GPU host has torch and "
+                     "Triton (run 88), so a cache capture they write can be compared; the CUDA kernels on "
+                     "vLLM's path, rotary_embedding_kernel + indexer_k_quant_and_cache_kernel (its key store "
+                     "under prefill context parallelism), pass against conformance/kernels.json's recipe "
+                     "vllm-v32-cuda-store")),
       named("dsv4-ref",
             "DeepSeek V4 reference: RMSNorm, interleaved rope on trailing dims, Hadamard, "
             "fp4-simulated bf16 keys and queries, bf16 weights and score",
-            "docs/numerics.md §3.1-§3.3", f::dsv4_ref()),
+            "docs/numerics.md §3.1-§3.3", f::dsv4_ref(),
+            modelled("DeepSeek V4 inference/model.py (Indexer), inference/kernel.py (fp4_act_quant)",
+                     kDeepSeekReference)),
       named("sglang-v4-fp8",
             "SGLang V4 fused_norm_rope indexer kernel as compiled: fp32 throughout, FMA "
             "contraction, sm_90 rsqrtf, warp-tree reductions, fp8 with plain scales (132 B/token)",
             "docs/numerics.md §6.2-§6.4; rope FMA placement read from the kernel's sm_90a SASS; "
             "rsqrtf from the measured table (reference/data/)",
-            f::sglang_v4_fp8()),
+            f::sglang_v4_fp8(),
+            verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer",
+                     "keys: H200 run 88, byte-exact on 28,480 tokens (every page size 1-256, prefill and "
+                     "decode, bf16 and fp32 input) and the same bytes as our kernel on 1M tokens; the query "
+                     "side is not read from a kernel")),
       named("sglang-v4-bf16", "the seed incident's fix: sglang-v4-fp8 with a bf16 key store (256 B/token)",
-            "docs/numerics.md §6.2-§6.4", f::sglang_v4_bf16()),
+            "docs/numerics.md §6.2-§6.4", f::sglang_v4_bf16(),
+            modelled(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer (its values, stored as bf16)",
+                     "sglang 0.5.23 has no bf16 indexer key store: FusedNormRopeKernel allows the bf16 "
+                     "store for the head_dim-512 latent only (a static_assert), so no kernel stores "
+                     "what this preset describes")),
       named("sglang-v4-fp4",
             "SGLang V4 fp4 indexer: e2m1 blocks of 32, ue8m0 scales, threshold rounding "
             "(ties toward zero), 68 B/token; fp4 q with bf16 rope/Hadamard outputs",
-            "docs/numerics.md §6.1-§6.3", f::sglang_v4_fp4()),
+            "docs/numerics.md §6.1-§6.3", f::sglang_v4_fp4(),
+            verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer_fp4",
+                     "keys: H200 run 88, byte-exact on 28,480 tokens (every page size 1-256, prefill and "
+                     "decode, bf16 and fp32 input) and the same bytes as our kernel on 1M tokens; the query "
+                     "side is not read from a kernel")),
   };
   for (const Recipe& r : all) r.validate();
   return all;

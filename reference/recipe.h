@@ -161,11 +161,24 @@ struct RecipeFields {
   int page_size = 64;
 };
 
+// What a preset's claim about an upstream kernel rests on (docs/upstream.md).
+enum class ProvenanceStatus : uint8_t {
+  kNone,      // no upstream claim: the fp64 oracle, or a recipe of the user's
+  kVerified,  // byte-exact against the named kernel (conformance adapter) in a recorded GPU run
+  kModelled,  // read from the named code, never run against it; `evidence` says why
+};
+struct Provenance {
+  ProvenanceStatus status = ProvenanceStatus::kNone;
+  std::string upstream;  // package and version, file, function (several joined by "; ")
+  std::string evidence;  // verified: the run and its numbers; modelled: why no kernel ran
+};
+
 // A named recipe: its fields, and where they come from.
 struct Recipe : RecipeFields {
   std::string name;
   std::string description;
   std::string source;  // the upstream code the recipe models (docs/numerics.md sections)
+  Provenance provenance;
 
   // Throws dsaf::Error(kBadInput) naming the field when the combination is invalid.
   void validate() const;

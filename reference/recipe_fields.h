@@ -91,6 +91,10 @@ constexpr EnumNames<StorageFormat, 6> enum_names(StorageFormat) {
            {StorageFormat::kFp4E2m1, "fp4_e2m1"},
            {StorageFormat::kFp4SimulatedBf16, "fp4_simulated_bf16"}}};
 }
+constexpr EnumNames<ProvenanceStatus, 3> enum_names(ProvenanceStatus) {
+  return {{{ProvenanceStatus::kNone, "none"}, {ProvenanceStatus::kVerified, "verified"},
+           {ProvenanceStatus::kModelled, "modelled"}}};
+}
 constexpr EnumNames<ScaleDivisor, 2> enum_names(ScaleDivisor) {
   return {{{ScaleDivisor::kDivide, "divide"}, {ScaleDivisor::kTimesReciprocal, "times_reciprocal"}}};
 }

@@ -18,7 +18,7 @@ namespace {
 using nlohmann::json;
 
 // Non-members of the field table that a recipe object may hold.
-constexpr const char* kNameKeys[] = {"base", "name", "description", "source"};
+constexpr const char* kNameKeys[] = {"base", "name", "description", "source", "provenance"};
 constexpr const char* kDerivedKey = "cache_bytes_per_token";  // written, read back and ignored
 
 template <class T>
@@ -140,6 +140,9 @@ std::string describe_field_changes(const RecipeFields& from, const RecipeFields&
 
 json recipe_to_json(const Recipe& r) {
   json j = {{"name", r.name}, {"description", r.description}, {"source", r.source}};
+  j["provenance"] = {{"status", value_json(r.provenance.status)},
+                     {"upstream", r.provenance.upstream},
+                     {"evidence", r.provenance.evidence}};
   for_each_field([&](const FieldInfo& f, auto member) {
     std::string pointer = std::string("/") + f.path;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
@@ -155,6 +158,23 @@ Recipe recipe_from_json(const json& j) {
   std::string base;
   if (const auto it = j.find("base"); it != j.end()) read_value(*it, "recipe.base", base);
   if (!base.empty()) r = preset(base);
+  // A preset's claim about an upstream kernel is not inherited: a recipe built on one has
+  // none unless its file states one (as `recipes --json` writes it back).
+  r.provenance = Provenance{};
+  if (const auto it = j.find("provenance"); it != j.end()) {
+    if (!it->is_object()) throw_bad_input("recipe.provenance: expected a JSON object");
+    for (const auto& item : it->items()) {
+      if (item.key() == "status") {
+        read_value(item.value(), "recipe.provenance.status", r.provenance.status);
+      } else if (item.key() == "upstream") {
+        read_value(item.value(), "recipe.provenance.upstream", r.provenance.upstream);
+      } else if (item.key() == "evidence") {
+        read_value(item.value(), "recipe.provenance.evidence", r.provenance.evidence);
+      } else {
+        throw_bad_input("recipe.provenance." + item.key() + ": unknown field");
+      }
+    }
+  }
   for (const auto& [key, member] : {std::pair{"name", &Recipe::name}, std::pair{"description", &Recipe::description},
                                     std::pair{"source", &Recipe::source}}) {
     if (const auto it = j.find(key); it != j.end()) read_value(*it, std::string("recipe.") + key, r.*member);

@@ -475,7 +475,8 @@ TEST(GoldenDsv32Bf16, ScoresMatchHandDerivation) {
 }
 
 // ---------------------------------------------------------------------------------------
-// sglang-v32-fused (docs/numerics.md §5.6, §6.3 quant block): no Hadamard, fp32 throughout,
+// sglang-v32-fused (docs/numerics.md §5.6, §6.3 quant block): no Hadamard, keys rounded to
+// bf16 after RoPE (every value below is bf16-exact, so that rounding changes none of them),
 // scale = max(amax, 1e-4) / 448 (not a power of two); key codes e4m3(x * fl(1/scale)),
 // query codes e4m3(x / scale); w = (wproj * fl(1/sqrt(2*128)) = 1/16) * scale.
 //   Key t0 = y = (-2, 5, -1, -1, -1) on dims 0..4: scale = fl(5/448) = 0x3C36DB6E
@@ -532,7 +533,7 @@ TEST(GoldenSglangV32Fused, ScoresMatchHandDerivation) {
 //   Key t0 = y on dims 0..4: 5/448 = 0.01116, log2 = -6.49 -> ceil -6 -> scale 2^-6 =
 //   0x3C800000. x * 64: 5 -> 320 = 1.010b*2^8 -> 0x7A; -2 -> -128 -> 0xF0; -1 -> -64 -> 0xE8
 //   (all exact). Key t1 = y' on dims 64..68, same scale.
-//   Query t0 head 0 = y: as the key (the 1e-10 floor does not matter).
+//   Query t0 head 0 = y: as the key (the amax floor does not matter).
 //   Query t0 head 1 = z: 3/448 = 0.00670, log2 = -7.22 -> ceil -7 -> 2^-7 = 0x3C000000;
 //     3 * 128 = 384 -> 0x7C, 2 * 128 = 256 -> 0x78.
 //   Weights: as dsv32-ref but with scales 2^-6 and 2^-7 (powers of two commute):
