@@ -23,15 +23,15 @@
 
 namespace dsaf::bench {
 
-// Median of `runs` timings (ms) of f after 3 warm-ups, with CUDA events on stream 0.
-// calls > 1 times that many back-to-back calls per event pair and divides: the launches
-// queue up, so the host's launch overhead (a few us) is not counted in kernel time.
+// Median of `runs` timings (ms) of f after `warmups` untimed calls, with CUDA events on
+// stream 0. calls > 1 times that many back-to-back calls per event pair and divides: the
+// launches queue up, so the host's launch overhead (a few us) is not counted in kernel time.
 template <class F>
-float median_ms(F f, int runs = 21, int calls = 1) {
+float median_ms(F f, int runs = 21, int calls = 1, int warmups = 3) {
   cudaEvent_t start, stop;
   BENCH_CHECK(cudaEventCreate(&start));
   BENCH_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) f();
+  for (int i = 0; i < warmups; ++i) f();
   std::vector<float> t(runs);
   for (float& ms : t) {
     BENCH_CHECK(cudaEventRecord(start));

@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
       dev::KeyStoreSchedule ordered = at_width(batch_order, lanes);
       ordered.tile_order = order.get();
       ordered.tile_order_tokens = tile_tokens;
-      // launched first (tile_order_profile.sh)
+      // batch order, then tile order: the order a profiler skipping launches meets them
       const std::vector<uint8_t> batch_order_cache = cache_after(at_width(batch_order, lanes));
       if (batch_order_cache != cache_after(ordered)) {
         std::fprintf(stderr, "%s, %d lanes: the tile order changed cache bytes\n", name.c_str(), lanes);

@@ -12,6 +12,10 @@ are the JSON files the benchmarks write (bench/results/):
   --torch-topk         bench/torch_topk.py          {<input>_topk_ms, ...}
 Each option takes one or more files; a later file's case replaces an earlier one's with the
 same operation, case and kernel (a rerun), keeping the first one's place in the table.
+  --inputs BUNDLE.json   the same files as one JSON object, {"make_table_inputs": {OPTION:
+                         {FILE NAME: its JSON}}} (OPTION as above, e.g. "--key-store"), read
+                         before any file given to the options themselves; the table's
+                         "From:" line then names the bundle.
 
 "The same operation" in PyTorch: torch_key_path.py is the sglang-v4 key path (fp8 store for
 sglang-v4-fp8, bf16 store for sglang-v4-bf16; other recipes have no eager twin and show "-");
@@ -37,7 +41,14 @@ class InputError(Exception):
     pass
 
 
+# Documents of an --inputs bundle, by "BUNDLE:FILE NAME" (what errors name).
+PRELOADED = {}
+OPTIONS = ("--key-store", "--paged-logits", "--topk", "--torch-key-path", "--torch-paged-logits", "--torch-topk")
+
+
 def load(path):
+    if path in PRELOADED:
+        return PRELOADED[path]
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -76,6 +87,22 @@ def merged(rows):
             order.append(r.key())
         by_key[r.key()] = r
     return [by_key[k] for k in order]
+
+
+def bundle_inputs(path):
+    """{option: [names of its documents]} of an --inputs bundle, the documents preloaded."""
+    groups = field(load(path), "make_table_inputs", path)
+    if not isinstance(groups, dict):
+        raise InputError(f"{path}: make_table_inputs is not an object")
+    out = {}
+    for option, docs in groups.items():
+        if option not in OPTIONS or not isinstance(docs, dict):
+            raise InputError(f"{path}: '{option}' is not an option with an object of files")
+        for name, doc in docs.items():
+            key = f"{os.path.basename(path)}:{name}"
+            PRELOADED[key] = doc
+            out.setdefault(option, []).append(key)
+    return out
 
 
 def torch_times(paths):
@@ -188,8 +215,19 @@ def main(argv):
     p.add_argument("--torch-key-path", nargs="+")
     p.add_argument("--torch-paged-logits", nargs="+")
     p.add_argument("--torch-topk", nargs="+")
+    p.add_argument("--inputs", help="the input files as one bundle (see above)")
     p.add_argument("-o", "--output", help="write the table here instead of stdout")
     args = p.parse_args(argv)
+    explicit = [f for group in (args.key_store, args.paged_logits, args.topk, args.torch_key_path,
+                                args.torch_paged_logits, args.torch_topk) for f in group or []]
+    try:
+        if args.inputs:
+            for option, names in bundle_inputs(args.inputs).items():
+                attr = option[2:].replace("-", "_")
+                setattr(args, attr, names + (getattr(args, attr) or []))
+    except InputError as e:
+        print(f"make_table.py: {e}", file=sys.stderr)
+        return 2
     if not (args.key_store or args.paged_logits or args.topk):
         p.error("no benchmark results given")
     try:
@@ -199,8 +237,7 @@ def main(argv):
     except InputError as e:
         print(f"make_table.py: {e}", file=sys.stderr)
         return 2
-    sources = [f for group in (args.key_store, args.paged_logits, args.topk, args.torch_key_path,
-                               args.torch_paged_logits, args.torch_topk) for f in group or []]
+    sources = ([args.inputs] if args.inputs else []) + explicit
     table = markdown(rows, sources)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

@@ -3,7 +3,7 @@
 // key input k_in[128] before the norm, the query q_in[H][128] before RoPE, and the
 // weights_proj output wproj[H]). Every value is a deterministic function of
 // (seed, stream, token), so a context of any length is reproducible and any token can
-// be regenerated alone. The kinds (docs/activations.md):
+// be regenerated alone. The kinds (docs/design.md "Synthetic activations"):
 //   gaussian   every channel ~ N(0, 1)
 //   heavy      every channel ~ Student-t with `dof` degrees of freedom
 //   outliers   N(0, 1) plus `outlier_channels` fixed channels scaled by a fixed factor

@@ -11,7 +11,8 @@
 # DSAF_GPU_CHECK_PART=tests | bench: the build and the tests, sanitizers and `verify`; or
 # the build (incremental where the directory is still there) and the benchmarks, PyTorch
 # baselines, ncu profile and table. Both in one call took ~580 s on the H200, at the
-# device tool's 600 s limit; two calls, the second on the still-warm machine, fit.
+# device tool's 600 s limit; two calls, the second on the still-warm machine, fit. The
+# tests part ends with scripts/conformance.sh when the upstream releases are there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
@@ -73,6 +74,13 @@ if [ "$part" != bench ]; then
     done
   } > "$verify" 2>&1
   grep -E '^== |^exit|MISMATCH|explained|paged logits|top-K' "$verify" | head -80
+  # The presets against the upstream kernels they name (docs/conformance.md), when the
+  # pinned releases were unpacked (scripts/upstream.sh --fetch) and carried.
+  if scripts/upstream.sh --check 2>/dev/null; then
+    scripts/conformance.sh "$build" "$out/$stamp-conformance"; echo "conformance: exit $?"
+  else
+    echo "conformance: SKIPPED (no unpacked upstream releases: scripts/upstream.sh --fetch)"
+  fi
 fi
 [ "$part" = tests ] && exit 0
 

@@ -34,6 +34,23 @@ TEST(CliCompare, ShippedCapturePassesWithItsRecipe) {
   EXPECT_NE(r.out.find("PASSED"), std::string::npos);
 }
 
+// A capture our fp4 key kernel wrote on the H200 (run 88, `verify --kernel builtin --recipe
+// sglang-v4-fp4 --save-capture`; fixtures/data/README.md): the GPU's bytes pass against the
+// preset here, without a GPU, and fail against the same recipe with zero codes signed as
+// their values are (key_quant.fp4_zero_sign "keep"), the rule SGLang's kernel does not follow.
+TEST(CliCompare, AGpuWrittenFp4CapturePassesAndNeedsItsZeroSignRule) {
+  const std::string gpu = std::string(DSAF_FIXTURE_DATA_DIR) + "/builtin_sglang_v4_fp4_capture.h5";
+  const CliResult pass = run_cli("compare --capture " + gpu + " --recipe sglang-v4-fp4");
+  EXPECT_EQ(pass.exit_code, 0) << pass.out;
+  EXPECT_NE(pass.out.find("PASS byte-exact against sglang-v4-fp4"), std::string::npos) << pass.out;
+  const fs::path dir = fresh_dir("capture_cli_zero_sign");
+  const std::string recipes = (dir / "signed_zero.json").string();
+  std::ofstream(recipes) << R"([{"base": "sglang-v4-fp4", "name": "signed-zero", "key_quant": {"fp4_zero_sign": "keep"}}])";
+  const CliResult fail = run_cli("compare --capture " + gpu + " --recipe-file " + recipes + " --recipe signed-zero");
+  EXPECT_EQ(fail.exit_code, 1) << fail.out;
+  EXPECT_NE(fail.out.find("explained by one recipe field: key_quant.fp4_zero_sign"), std::string::npos) << fail.out;
+}
+
 TEST(CliCompare, AFlippedCacheByteFailsWithItsExactLocation) {
   CacheCapture c = read_cache_capture(kShipped);
   const int64_t token = 1234, element = 77;

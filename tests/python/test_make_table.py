@@ -383,10 +383,32 @@ def test_missing_or_malformed_input_is_a_usage_error():
     assert r.returncode == 2, (r.returncode, r.stderr)
 
 
+def test_a_bundle_makes_the_table_its_files_make_and_a_bad_one_is_refused():
+    with tempfile.TemporaryDirectory() as d:
+        key = key_store_file(d, "key.json", 4260.0, [key_case("sglang-v4-fp8", 0.13, 4260.0)])
+        topk = topk_file(d, "topk.json", 4260.0, [("gaussian-fp32", 0.061, 0.136, 0.87)])
+        docs = {}
+        for path in (key, topk):
+            with open(path, encoding="utf-8") as f:
+                docs[os.path.basename(path)] = json.load(f)
+        bundle = write(d, "inputs.json", {"make_table_inputs": {"--key-store": {"key.json": docs["key.json"]},
+                                                                "--topk": {"topk.json": docs["topk.json"]}}})
+        from_files = run(["--key-store", key, "--topk", topk])
+        from_bundle = run(["--inputs", bundle])
+        assert from_files.returncode == 0 and from_bundle.returncode == 0, (from_files.stderr, from_bundle.stderr)
+        assert from_bundle.stdout.splitlines()[:-1] == from_files.stdout.splitlines()[:-1]
+        assert from_bundle.stdout.splitlines()[-1] == "From: inputs.json"
+        write(d, "inputs.json", {"make_table_inputs": {"--tables": {}}})
+        r = run(["--inputs", bundle])
+        assert r.returncode == 2 and "inputs.json" in r.stderr, (r.returncode, r.stderr)
+
+
 # --- the committed tables -------------------------------------------------------------------
 
 def option_of(doc):
     """Which make_table.py option a benchmark file is for, from what it holds."""
+    if "make_table_inputs" in doc:
+        return "--inputs"
     if "cases" in doc:
         first = doc["cases"][0]
         return "--key-store" if "recipe" in first else "--paged-logits" if "cache" in first else "--topk"
@@ -409,6 +431,7 @@ def test_committed_tables_are_made_from_committed_files():
             assert os.path.isfile(path), f"{os.path.basename(table)} is made from {name}, which is not in bench/results"
             with open(path, encoding="utf-8") as f:
                 args.setdefault(option_of(json.load(f)), []).append(path)
+        assert len(args.get("--inputs", [])) <= 1, (table, "one bundle at most")
         r = run([a for option, files in args.items() for a in [option] + files])
         assert r.returncode == 0, (table, r.stderr)
         assert r.stdout == text, f"{os.path.basename(table)} is not what bench/make_table.py makes of its inputs"

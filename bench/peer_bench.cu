@@ -1,0 +1,277 @@
+// Peer benchmark: our kernels and the upstream kernels (conformance/ adapters) timed side
+// by side in one process through the same ABI call (device/kernel_abi.h version 2), on
+// the same inputs, with each result compared byte for byte against the first kernel's.
+//   peer_bench OUT.json key RECIPE KERNEL...        key store, 1M bf16 tokens: 16 sequences
+//                                                   x 64K positions, pages of 64, shuffled
+//   peer_bench OUT.json topk ROWS LENGTH K KERNEL... top-K of fp32 rows of LENGTH scores
+// KERNEL: "builtin" (our kernels, the default schedule) or a plug-in's path.
+// Times are the median of 21 calls (CUDA events around the ABI call: an adapter's index
+// and table set-up is counted, as a caller of it pays it); DSAF_PEER_RUNS=N changes the
+// count and drops the warm-ups (a profiler run: scripts/conformance.sh times the kernels
+// alone with ncu). A kernel that refuses the shape (an error from its first call) is
+// reported and left out.
+// Fractions are of the measured device-to-device copy bandwidth, of the bytes a kernel
+// must move: key store, the bf16 input read and the cache written; top-K, the scores read
+// and the indices written.
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/gpu_timing.h"
+#include "device/kernel_abi.h"
+#include "device/kernel_abi_convert.h"
+#include "device/plugins/abi_kernels.cuh"
+#include "reference/error.h"
+#include "reference/numeric/minifloat.h"
+#include "reference/recipe.h"
+#include "reference/rope.h"
+
+namespace {
+
+using namespace dsaf;
+
+constexpr int64_t kTokens = int64_t{1} << 20;
+constexpr int kSeqLen = 65536;
+constexpr int kPage = 64;
+
+struct Kernel {
+  std::string spec;
+  const dsaf_kernel_v2* table = nullptr;
+};
+
+// Our table, or the plug-in's; exits 2 with a message when it cannot be had.
+Kernel open(const std::string& spec) {
+  if (spec == "builtin") {
+    return {spec, dev::abi_table_v2<dev::kAutoLanesPerHead, 0, dev::KeyTileWalk::kHandOut, false>("builtin")};
+  }
+  void* lib = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::fprintf(stderr, "peer_bench: %s\n", dlerror());
+    std::exit(2);
+  }
+  const auto get = reinterpret_cast<dsaf_kernel_get_v2_fn>(dlsym(lib, "dsaf_kernel_get"));
+  const dsaf_kernel_v2* table = get != nullptr ? get(DSAF_KERNEL_ABI_VERSION_2) : nullptr;
+  if (table == nullptr) {
+    std::fprintf(stderr, "peer_bench: %s has no version-2 table\n", spec.c_str());
+    std::exit(2);
+  }
+  return {spec, table};
+}
+
+template <class T>
+T* upload(const std::vector<T>& host) {
+  T* d = nullptr;
+  BENCH_CHECK(cudaMalloc(&d, std::max<size_t>(1, host.size()) * sizeof(T)));
+  BENCH_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+template <class T>
+std::vector<T> download(const T* d, size_t count) {
+  std::vector<T> host(count);
+  BENCH_CHECK(cudaMemcpy(host.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+int runs() {
+  const char* n = std::getenv("DSAF_PEER_RUNS");
+  return n != nullptr && std::atoi(n) > 0 ? std::atoi(n) : 21;
+}
+// Under a profiler (DSAF_PEER_RUNS set) the first, untimed call is the only warm-up.
+int warmups() { return std::getenv("DSAF_PEER_RUNS") != nullptr ? 0 : 3; }
+
+std::string case_json(const Kernel& k, float ms, double bytes, double copy_gbps, const std::string& same) {
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "    {\"kernel\": \"%s\", \"name\": \"%s\", \"ms\": %.4f, \"gbps\": %.1f, \"fraction_of_copy\": %.3f, "
+                "\"same_as_first\": %s}",
+                k.spec.c_str(), k.table->name, ms, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / copy_gbps,
+                same.c_str());
+  return line;
+}
+
+std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>& kernels, double copy_gbps) {
+  const ref::Recipe& recipe = ref::preset(recipe_name);
+  const int token_bytes = ref::cache_bytes_per_token(recipe.key_quant.format);
+  if (token_bytes <= 0) {
+    std::fprintf(stderr, "peer_bench: %s stores no key cache\n", recipe_name.c_str());
+    std::exit(2);
+  }
+  // Inputs as bench/key_store_bench.cu draws them; norm weight and bias bf16-exact (the
+  // upstream kernels take them in the input's dtype or fp32).
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> input(kTokens * 128);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = ref::encode_bf16(normal(rng) * (i % 37 == 3 ? 40.0f : 1.0f));
+  std::vector<int32_t> positions(kTokens), seq(kTokens);
+  for (int64_t t = 0; t < kTokens; ++t) seq[t] = static_cast<int32_t>(t / kSeqLen), positions[t] = t % kSeqLen;
+  const int64_t pages_per_seq = kSeqLen / kPage, pages = kTokens / kPage;
+  std::vector<int32_t> tables(pages);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::shuffle(tables.begin(), tables.end(), rng);
+  std::vector<uint16_t> weight_bf16(128), bias_bf16(128);
+  std::vector<float> weight(128), bias(128);
+  for (int i = 0; i < 128; ++i) {
+    weight_bf16[i] = ref::encode_bf16(1.0f + 0.1f * normal(rng));
+    bias_bf16[i] = ref::encode_bf16(0.1f * normal(rng));
+    weight[i] = ref::decode_bf16(weight_bf16[i]);
+    bias[i] = ref::decode_bf16(bias_bf16[i]);
+  }
+  const bool layer_norm = recipe.key_norm.kind == ref::NormKind::kLayerNorm;
+  const ref::RopeTable rope(recipe.rope.table, kSeqLen);
+  const std::vector<float> cos(rope.cos(0), rope.cos(0) + int64_t{kSeqLen} * 32);
+  const std::vector<float> sin(rope.sin(0), rope.sin(0) + int64_t{kSeqLen} * 32);
+  const dev::AbiRecipeV2 abi_recipe(recipe);
+
+  dsaf_key_store_args_v2 a{};
+  a.input = upload(input);
+  a.input_bf16 = 1;
+  a.num_tokens = kTokens;
+  a.positions = upload(positions);
+  a.seq = upload(seq);
+  a.page_tables = upload(tables);
+  a.page_table_stride = pages_per_seq;
+  a.rope_cos = upload(cos);
+  a.rope_sin = upload(sin);
+  a.rope_positions = kSeqLen;
+  a.norm_weight = recipe.key_norm.kind != ref::NormKind::kNone ? upload(weight) : nullptr;
+  a.norm_bias = layer_norm ? upload(bias) : nullptr;
+  a.norm_weight_bf16 = recipe.key_norm.kind != ref::NormKind::kNone ? upload(weight_bf16) : nullptr;
+  a.norm_bias_bf16 = layer_norm ? upload(bias_bf16) : nullptr;
+  a.cache_bytes = pages * kPage * token_bytes;
+  BENCH_CHECK(cudaMalloc(&a.cache, a.cache_bytes));
+  a.page_size = kPage;
+  a.recipe = abi_recipe.get();
+
+  const double bytes = static_cast<double>(kTokens) * (256 + token_bytes);
+  std::string json;
+  std::vector<uint8_t> first;
+  for (const Kernel& k : kernels) {
+    if (k.table->key_store == nullptr) {
+      std::fprintf(stderr, "peer_bench: %s has no key store\n", k.spec.c_str());
+      std::exit(2);
+    }
+    BENCH_CHECK(cudaMemset(a.cache, 0, a.cache_bytes));
+    if (k.table->key_store(&a) != 0 || cudaDeviceSynchronize() != cudaSuccess) {  // a refusal: the others still run
+      std::printf("key %-14s %-60s refused: %s\n", recipe_name.c_str(), k.table->name, k.table->last_error());
+      continue;
+    }
+    const auto call = [&] {
+      if (k.table->key_store(&a) != 0) {
+        std::fprintf(stderr, "peer_bench: %s: %s\n", k.spec.c_str(), k.table->last_error());
+        std::exit(2);
+      }
+    };
+    const std::vector<uint8_t> cache = download(a.cache, a.cache_bytes);
+    const std::string same = first.empty() ? "null" : (cache == first ? "true" : "false");
+    if (first.empty()) first = cache;
+    const float ms = bench::median_ms(call, runs(), 1, warmups());
+    std::printf("key %-14s %-60s %.4f ms  %.0f%% of copy  same bytes as first: %s\n", recipe_name.c_str(),
+                k.table->name, ms, 100 * bytes / (ms * 1e-3) / 1e9 / copy_gbps, same.c_str());
+    json += (json.empty() ? "" : ",\n") + case_json(k, ms, bytes, copy_gbps, same);
+  }
+  return "  \"stage\": \"key_store\",\n  \"recipe\": \"" + recipe_name + "\",\n  \"tokens\": " +
+         std::to_string(kTokens) + ",\n  \"sequence_length\": " + std::to_string(kSeqLen) +
+         ",\n  \"page_size\": " + std::to_string(kPage) + ",\n  \"bytes\": " + std::to_string(bytes) +
+         ",\n  \"cases\": [\n" + json + "\n  ]";
+}
+
+// Top-K rows: distinct scores (a random permutation of a grid, so that every kernel's set
+// is the one set), every row at full length.
+std::string bench_topk(int rows, int length, int k, const std::vector<Kernel>& kernels, double copy_gbps) {
+  std::mt19937 rng(7);
+  std::vector<float> scores(static_cast<size_t>(rows) * length);
+  std::vector<int32_t> order(length);
+  for (int r = 0; r < rows; ++r) {
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int i = 0; i < length; ++i) scores[static_cast<size_t>(r) * length + i] = 0.25f * order[i] - 1000.0f;
+  }
+  dsaf_topk_args_v1 a{};
+  a.scores = upload(scores);
+  a.row_stride = length;
+  a.rows = rows;
+  a.valid_lengths = upload(std::vector<int32_t>(rows, length));
+  a.k = k;
+  BENCH_CHECK(cudaMalloc(&a.indices, static_cast<size_t>(rows) * k * sizeof(int32_t)));
+  const double bytes = static_cast<double>(rows) * (4.0 * length + 4.0 * k);
+  std::string json;
+  std::vector<int32_t> first;
+  for (const Kernel& kernel : kernels) {
+    if (kernel.table->topk == nullptr || (kernel.table->topk_k != 0 && kernel.table->topk_k != k)) {
+      std::printf("topk %-60s does not take K = %d: skipped\n", kernel.table->name, k);
+      continue;
+    }
+    if (kernel.table->topk(&a) != 0 || cudaDeviceSynchronize() != cudaSuccess) {  // a refusal: the others still run
+      std::printf("topk %-60s refused [%d x %d] K=%d: %s\n", kernel.table->name, rows, length, k,
+                  kernel.table->last_error());
+      continue;
+    }
+    const auto call = [&] {
+      if (kernel.table->topk(&a) != 0) {
+        std::fprintf(stderr, "peer_bench: %s: %s\n", kernel.spec.c_str(), kernel.table->last_error());
+        std::exit(2);
+      }
+    };
+    // Compared as sets per row (the contracts differ in order, never in the set here).
+    std::vector<int32_t> indices = download(a.indices, static_cast<size_t>(rows) * k);
+    for (int r = 0; r < rows; ++r) std::sort(indices.begin() + static_cast<size_t>(r) * k, indices.begin() + (r + 1) * k);
+    const std::string same = first.empty() ? "null" : (indices == first ? "true" : "false");
+    if (first.empty()) first = indices;
+    const float ms = bench::median_ms(call, runs(), 1, warmups());
+    std::printf("topk [%d x %d] K=%-5d %-52s %.4f ms  %.0f%% of copy  same set as first: %s\n", rows, length, k,
+                kernel.table->name, ms, 100 * bytes / (ms * 1e-3) / 1e9 / copy_gbps, same.c_str());
+    json += (json.empty() ? "" : ",\n") + case_json(kernel, ms, bytes, copy_gbps, same);
+  }
+  return "  \"stage\": \"topk\",\n  \"rows\": " + std::to_string(rows) + ",\n  \"length\": " + std::to_string(length) +
+         ",\n  \"k\": " + std::to_string(k) + ",\n  \"bytes\": " + std::to_string(bytes) + ",\n  \"cases\": [\n" + json +
+         "\n  ]";
+}
+
+int usage(const char* self) {
+  std::fprintf(stderr, "usage: %s OUT.json key RECIPE KERNEL...\n       %s OUT.json topk ROWS LENGTH K KERNEL...\n",
+               self, self);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) return usage(argv[0]);
+  const std::string out = argv[1], stage = argv[2];
+  const int first_kernel = stage == "key" ? 4 : stage == "topk" ? 6 : argc;
+  if (first_kernel >= argc) return usage(argv[0]);
+  try {
+    if (stage == "key") (void)ref::preset(argv[3]);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+  std::vector<Kernel> kernels;
+  for (int i = first_kernel; i < argc; ++i) kernels.push_back(open(argv[i]));
+  cudaDeviceProp prop{};
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double copy_gbps = bench::copy_bandwidth_gbps();
+  std::string body;
+  if (stage == "key") {
+    body = bench_key(argv[3], kernels, copy_gbps);
+  } else {
+    const int rows = std::atoi(argv[3]), length = std::atoi(argv[4]), k = std::atoi(argv[5]);
+    if (rows < 1 || length < 1 || k < 1 || k > length) return usage(argv[0]);
+    body = bench_topk(rows, length, k, kernels, copy_gbps);
+  }
+  const std::string json = "{\n  \"gpu\": \"" + std::string(prop.name) + "\",\n  \"copy_bandwidth_gbps\": " +
+                           std::to_string(copy_gbps) + ",\n" + body + "\n}\n";
+  if (!bench::write_file(out.c_str(), json)) {
+    std::fprintf(stderr, "peer_bench: cannot write %s\n", out.c_str());
+    return 2;
+  }
+  return 0;
+}
