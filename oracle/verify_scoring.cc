@@ -244,8 +244,11 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const dev::KernelCa
 }
 
 // Top-K rows: Gaussian, few distinct values (ties at the cut), floats sharing their high
-// 22 bits, and constant rows; lengths around K and far above it. Each row judged under
-// the contract (the kernel's, or config.topk_contract).
+// 22 bits, and constant rows; lengths around K, four at kLongTopKRow and the rest drawn up
+// to it. kLongTopKRow = 131,072 is the 128K context the DSA indexers score in one row, long
+// enough for the kernels' long-row paths (several CTAs or a cluster per row), which rows
+// of a few thousand never reach. Each row judged under the contract (the kernel's, or
+// config.topk_contract).
 void verify_topk(const dev::KernelUnderTest& kernel, const dev::KernelCapabilities& caps, const VerifyConfig& config,
                  std::mt19937_64& rng, VerifyReport& report) {
   if (!caps.topk) {
@@ -261,11 +264,14 @@ void verify_topk(const dev::KernelUnderTest& kernel, const dev::KernelCapabiliti
   for (const int k : ks) {
     dev::HostTopKBatch b;
     b.k = k;
-    b.row_stride = std::max(20000, 2 * k);
+    constexpr int kLongTopKRow = 131072;
+    b.row_stride = std::max(kLongTopKRow, 2 * k);
     const int rows = 16;
     b.scores.assign(static_cast<size_t>(rows) * b.row_stride, 0.0f);
     for (int r = 0; r < rows; ++r) {
-      const int64_t len = r < 4 ? k - 1 + r % 3 : std::uniform_int_distribution<int64_t>(1, b.row_stride)(rng);
+      const int64_t len = r < 4   ? k - 1 + r % 3
+                          : r < 8 ? b.row_stride
+                                  : std::uniform_int_distribution<int64_t>(1, b.row_stride)(rng);
       b.valid_lengths.push_back(static_cast<int32_t>(len));
       float* row = b.scores.data() + r * b.row_stride;
       const int kind = r % 4;

@@ -117,9 +117,16 @@ def verdict_cells(v):
                 diagnosis = s.get("diagnosis", "").strip().replace("\n", " ")
                 parts.append(f"key cache mismatch: {diagnosis}")
         elif name == "top-K":
-            parts.append(f"top-K {s['contract']}: {'exact' if s['pass'] else 'FAILED'} on {s['rows']} rows "
-                         f"({s['identical']} identical, {s['order_only']} order only, "
-                         f"{s['rows_with_tie_swaps']} with tie swaps)")
+            failing = s.get("failing_rows", [])
+            held = "exact on" if s["pass"] else f"{len(failing)} of"
+            text = (f"top-K {s['contract']}: {held} {s['rows']} rows{'' if s['pass'] else ' FAIL'} "
+                    f"({s['identical']} identical, {s['order_only']} order only, "
+                    f"{s['rows_with_tie_swaps']} with tie swaps)")
+            if failing:
+                f = failing[0]
+                text += (f"; first failing row: K {f['k']}, row {f['row']}, length {f['length']:,}: "
+                         f"{f['misses']} keys above the cut missing, {f['intruders']} below it selected")
+            parts.append(text)
         else:
             parts.append(f"{name}: {'pass' if s.get('pass') else 'FAIL'}")
     gaps = v.get("coverage", {}).get("not_covered", [])
@@ -216,11 +223,12 @@ def report(manifest, results):
             w(f"| `{c['capture']}` (capture, {c['script']}) | {c['upstream']}: {c['kernel']} | `{recipe}` | "
               f"{verdict} | {detail} |")
     w("")
-    notes = [a for a in manifest["adapters"] if a.get("note")]
+    notes = [(a["adapter"], a["note"]) for a in manifest["adapters"] if a.get("note")]
+    notes += [(c["capture"], c["note"]) for c in manifest.get("captures", []) if c.get("note")]
     if notes:
         w("Notes:\n")
-        for a in notes:
-            w(f"- `{a['adapter']}`: {a['note']}")
+        for name, note in notes:
+            w(f"- `{name}`: {note}")
         w("")
     w("## Peers\n")
     w("Median of 21 ABI calls (CUDA events), and the kernels alone from Nsight Compute "
