@@ -4,7 +4,10 @@ the pinned sdist (conformance/upstream.lock), on random inputs on the GPU and wr
 it stored as a cache capture (fixtures/SCHEMA.md §10), for `dsa-fidelity compare`
 (docs/upstream.md "Triton kernels").
 
-    vllm_triton_key_capture.py UPSTREAM_SRC OUT.h5 [TOKENS [SEED]]
+    vllm_triton_key_capture.py UPSTREAM_SRC OUT.h5 [TOKENS [SEED [ROPE_ROWS [DUMP.npz]]]]
+
+DUMP.npz, when given, also keeps the kernel's fp32 key after RoPE (`index_k_out`, the value
+it quantises) with the inputs, for reading its arithmetic off the bits.
 
 UPSTREAM_SRC is .deps/upstream/src (scripts/upstream.sh --fetch). No C adapter can call a
 Triton kernel, and vLLM itself is not installed on the GPU host (torch and Triton are), so
@@ -34,7 +37,7 @@ import dsa_cache_capture  # noqa: E402
 
 KERNELS = "vllm/vllm-0.33.0/vllm/models/deepseek_v32/common/kernels.py"
 BLOCK = 64          # vLLM's indexer cache block size for V3.2
-ROPE_ROWS = 65536   # RoPE table rows; positions are drawn below it
+ROPE_ROWS = 65536   # RoPE table rows (default); positions are drawn below it
 HEAD_DIM = 128
 
 
@@ -88,6 +91,8 @@ def main(argv):
     upstream_src, out = argv[1], argv[2]
     tokens = int(argv[3]) if len(argv) > 3 else 16384
     seed = int(argv[4]) if len(argv) > 4 else 1
+    rope_rows = int(argv[5]) if len(argv) > 5 else ROPE_ROWS
+    dump = argv[6] if len(argv) > 6 else None
     install_vllm_stand_ins()
     kernels = load_kernels(upstream_src)
     dev = torch.device("cuda")
@@ -101,10 +106,10 @@ def main(argv):
     k = k.to(torch.bfloat16)
     weight = bf16_values(1.0 + 0.25 * torch.randn(HEAD_DIM, generator=g))
     bias = bf16_values(0.1 * torch.randn(HEAD_DIM, generator=g))
-    positions = torch.randint(0, ROPE_ROWS, (tokens,), generator=g, dtype=torch.int64)
+    positions = torch.randint(0, rope_rows, (tokens,), generator=g, dtype=torch.int64)
 
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
-    angles = torch.outer(torch.arange(ROPE_ROWS, dtype=torch.float32), inv_freq)
+    angles = torch.outer(torch.arange(rope_rows, dtype=torch.float32), inv_freq)
     table = torch.cat([angles.cos(), angles.sin()], dim=-1).to(torch.bfloat16)  # [R, 64]
 
     blocks = 2 * math.ceil(tokens / BLOCK)                  # half the slots stay unwritten
@@ -126,7 +131,8 @@ def main(argv):
         index_k_rope_cos_sin_cache=table.to(dev),
         topk_indices_buffer=torch.empty(tokens, 64, dtype=torch.int32, device=dev),
         slot_mapping=slots.to(dev), indexer_k_cache=(cache_dev := cache.to(dev)),
-        index_rope_interleave=False)
+        index_rope_interleave=False,
+        index_k_out=(key_out := torch.empty(tokens, HEAD_DIM, dtype=torch.float32, device=dev)))
     torch.cuda.synchronize()
 
     rope = table.to(torch.float32)
@@ -138,6 +144,11 @@ def main(argv):
         kernel="vllm/models/deepseek_v32/common/kernels.py: _fused_norm_rope_kernel (program 0)",
         recipe="vllm-v32", version="0.33.0",
         notes=f"{tokens} tokens, seed {seed}, block size {BLOCK}, NeoX RoPE, on {torch.cuda.get_device_name()}")
+    if dump:
+        import numpy as np
+        np.savez(dump, k_bits=k.view(torch.int16).numpy(), weight=weight.numpy(), bias=bias.numpy(),
+                 positions=positions.numpy(), table_bits=table.view(torch.int16).numpy(),
+                 key_out=key_out.cpu().numpy())
     written = int((slots >= 0).sum())
     print(f"wrote {out}: {written} of {tokens} tokens stored by vLLM's Triton kernel")
 

@@ -85,7 +85,7 @@ std::vector<Recipe> make_presets() {
             verified("sglang 0.5.23 sglang/kernels/jit/csrc/deepseek_v32/indexer_k.cuh "
                      "fused_k_indexer_norm_rope_store; fused_k_indexer_norm_rope + "
                      "dsa/fused_store_index_cache.cuh fused_store_indexer_cache (the fallback)",
-                     "keys: H200 run 88, both paths byte-exact on 12,684 tokens (every page size 1-256, "
+                     "keys: H200 runs 88 and 89, both paths byte-exact on 12,684 tokens (every page size 1-256, "
                      "prefill and decode, bf16 input) and the same bytes as our kernel on 1M tokens; the "
                      "query side is not read from a kernel")),
       named("vllm-v32",
@@ -115,7 +115,7 @@ std::vector<Recipe> make_presets() {
             "rsqrtf from the measured table (reference/data/)",
             f::sglang_v4_fp8(),
             verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer",
-                     "keys: H200 run 88, byte-exact on 28,480 tokens (every page size 1-256, prefill and "
+                     "keys: H200 runs 88 and 89, byte-exact on 28,480 tokens (every page size 1-256, prefill and "
                      "decode, bf16 and fp32 input) and the same bytes as our kernel on 1M tokens; the query "
                      "side is not read from a kernel")),
       named("sglang-v4-bf16", "the seed incident's fix: sglang-v4-fp8 with a bf16 key store (256 B/token)",
@@ -129,7 +129,7 @@ std::vector<Recipe> make_presets() {
             "(ties toward zero), 68 B/token; fp4 q with bf16 rope/Hadamard outputs",
             "docs/numerics.md §6.1-§6.3", f::sglang_v4_fp4(),
             verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer_fp4",
-                     "keys: H200 run 88, byte-exact on 28,480 tokens (every page size 1-256, prefill and "
+                     "keys: H200 runs 88 and 89, byte-exact on 28,480 tokens (every page size 1-256, prefill and "
                      "decode, bf16 and fp32 input) and the same bytes as our kernel on 1M tokens; the query "
                      "side is not read from a kernel")),
   };
