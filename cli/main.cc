@@ -2,14 +2,19 @@
 // Thin: parse the arguments, call the oracle, print its typed results; the result files
 // are written by oracle/results_io.h.
 // Exit codes: 0 pass, 1 a verdict failed, 2 bad input / usage / environment.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -195,25 +200,68 @@ int cmd_inspect(const std::string& path) {
   return kExitPass;
 }
 
+// Runs `argv` (argv[0] looked up on the PATH) without a shell, so nothing in an argument is
+// parsed, quoted or expanded: a path holding `'$(...)'` is only a path. stdout is inherited
+// (or discarded when `quiet`); stderr is collected into `err`. Returns the exit status, or
+// -1 when the program could not be started, 128 + n when signal n ended it.
+int run_program(const std::vector<std::string>& argv, bool quiet, std::string& err) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  if (quiet) posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  char buffer[4096];
+  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    if (err.size() < (1u << 20)) err.append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  if (spawned != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The last non-empty line of a program's stderr, at most 300 characters.
+std::string last_line(const std::string& text) {
+  size_t end = text.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos) return "";
+  const size_t begin = text.rfind('\n', end);
+  std::string line = text.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin == std::string::npos ? 0 : begin + 1));
+  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+}
+
 // `report` draws with matplotlib: scripts/report.py from the source tree (or
-// $DSAF_REPORT_SCRIPT), run by python3.
+// $DSAF_REPORT_SCRIPT), run by python3 without a shell. report.py exits 2 with one line
+// on a results file it cannot read; that line becomes this command's message.
 int cmd_report(const std::string& results, const std::string& out_dir) {
   if (!std::filesystem::is_regular_file(results)) {
-    throw dsaf::Error(dsaf::ErrorKind::kBadInput, "no results file '" + results + "'");
+    throw dsaf::Error(dsaf::ErrorKind::kBadInput, "report: no results file '" + results + "'");
   }
   const char* env = std::getenv("DSAF_REPORT_SCRIPT");
   const std::string script = env ? env : std::string(DSAF_SOURCE_DIR) + "/scripts/report.py";
   if (!std::filesystem::is_regular_file(script)) {
     throw dsaf::Error(dsaf::ErrorKind::kEnvironment, "report script not found: " + script);
   }
-  prepare_out(out_dir);
   // The first Python that has matplotlib: $DSAF_PYTHON, python3 on the PATH, the system one.
   std::string python;
   const char* env_python = std::getenv("DSAF_PYTHON");
   for (const char* candidate : {env_python, "python3", "/usr/bin/python3"}) {
-    if (candidate == nullptr) continue;
-    const std::string probe = std::string(candidate) + " -c 'import matplotlib' >/dev/null 2>&1";
-    if (std::system(probe.c_str()) == 0) {
+    if (candidate == nullptr || *candidate == '\0') continue;
+    std::string ignored;
+    if (run_program({candidate, "-c", "import matplotlib"}, true, ignored) == 0) {
       python = candidate;
       break;
     }
@@ -222,13 +270,15 @@ int cmd_report(const std::string& results, const std::string& out_dir) {
     throw dsaf::Error(dsaf::ErrorKind::kEnvironment,
                       "report needs python3 with matplotlib (apt-get install python3-matplotlib)");
   }
-  const std::string command = python + " '" + script + "' '" + results + "' '" + out_dir + "'";
-  const int status = std::system(command.c_str());
-  if (status != 0) {
-    throw dsaf::Error(dsaf::ErrorKind::kEnvironment,
-                      "report: " + script + " failed on '" + results + "'");
-  }
-  return kExitPass;
+  prepare_out(out_dir);
+  std::string err;
+  const int status = run_program({python, script, results, out_dir}, false, err);
+  if (status == 0) return kExitPass;
+  const std::string why = last_line(err);
+  throw dsaf::Error(status == 2 ? dsaf::ErrorKind::kBadInput : dsaf::ErrorKind::kEnvironment,
+                    why.empty() ? "report: " + script + " failed on '" + results + "' (exit " +
+                                      std::to_string(status) + ")"
+                                : why);
 }
 
 }  // namespace

@@ -157,17 +157,23 @@ def needle_report(res, out):
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: report.py RESULTS.json OUT_DIR")
-    with open(sys.argv[1]) as f:
-        res = json.load(f)
-    os.makedirs(sys.argv[2], exist_ok=True)
-    kind = res.get("kind")
-    if kind == "sweep":
-        sweep_report(res, sys.argv[2])
-    elif kind == "needle":
-        needle_report(res, sys.argv[2])
-    else:
-        sys.exit(f"{sys.argv[1]}: not a sweep or needle result (kind={kind!r})")
-    print(f"wrote {os.path.join(sys.argv[2], 'report.md')}")
+    path, out = sys.argv[1], sys.argv[2]
+    try:
+        with open(path, encoding="utf-8") as f:
+            res = json.load(f)
+        kind = res.get("kind") if isinstance(res, dict) else None
+        if kind not in ("sweep", "needle"):
+            raise ValueError(f"not a sweep or needle result (kind={kind!r})")
+        os.makedirs(out, exist_ok=True)
+        (sweep_report if kind == "sweep" else needle_report)(res, out)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, ZeroDivisionError,
+            RecursionError) as e:
+        # One line, exit 2 (dsa-fidelity report prints it): a results file this script
+        # cannot read is bad input, not a crash.
+        what = f"{type(e).__name__}: {e}" if isinstance(e, (KeyError, TypeError, IndexError, AttributeError)) else str(e)
+        print(f"report: {path}: {what}"[:300].replace("\n", " "), file=sys.stderr)
+        sys.exit(2)
+    print(f"wrote {os.path.join(out, 'report.md')}")
 
 
 if __name__ == "__main__":

@@ -71,8 +71,9 @@ TEST(CliRecipes, LoadsAUserRecipeFile) {
 namespace {
 
 // Bad input to the studies: exit code 2 and exactly one line on stderr.
-CliRun run_capturing_stderr(const std::string& args) {
-  const std::string command = std::string(DSAF_CLI_PATH) + " " + args + " 2>&1 >/dev/null";
+CliRun run_capturing_stderr(const std::string& args, const std::string& cwd = "") {
+  const std::string command = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + std::string(DSAF_CLI_PATH) + " " +
+                              args + " 2>&1 >/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   std::string err;
   std::array<char, 4096> buf;
@@ -190,6 +191,61 @@ TEST(CliVerify, ExitsTwoWithoutAGpuAndPassesOurKernelsWithOne) {
     EXPECT_EQ(r.exit_code, 0) << r.out;
   }
   EXPECT_EQ(run_capturing_stderr("verify --recipe no-such-recipe").exit_code, 2);
+}
+
+}  // namespace
+
+namespace {
+
+// One argument for the test harness's own shell (popen): single-quoted, so what the
+// argument holds reaches the CLI unexpanded.
+std::string shell_word(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// `report` starts Python without a shell: a results path or an output folder holding
+// shell syntax is only a name. (Before, the paths were pasted into a std::system line
+// inside single quotes, so a quote in the name ran what followed.)
+TEST(CliReport, ShellSyntaxInThePathsRunsNothing) {
+  const std::filesystem::path root = testing::TempDir() + "dsaf_cli_report_injection";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  // Run from `root`, so that an injected `touch INJECTED` would leave its file there.
+  const auto run_in_root = [&](const std::string& args) { return run_capturing_stderr(args, root.string()); };
+  const std::string payload = "x'$(touch INJECTED)'y";
+  std::ofstream(root / (payload + ".json")) << "{ not json";
+  for (const std::string& args : {"report " + shell_word(payload + ".json") + " --out out",
+                                  "report missing.json --out " + shell_word(payload),
+                                  "report " + shell_word(payload + ".json") + " --out " + shell_word(payload)}) {
+    const CliRun r = run_in_root(args);
+    EXPECT_EQ(r.exit_code, 2) << args << " -> " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << " -> " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(root / "INJECTED")) << "the shell ran the path: " << args;
+  }
+}
+
+// A results file report.py cannot read is one line and exit 2, not a Python traceback.
+TEST(CliReport, MalformedResultsGiveOneLineNotATraceback) {
+  const std::filesystem::path root = testing::TempDir() + "dsaf_cli_report_malformed";
+  std::filesystem::create_directories(root);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"truncated.json", "{\"kind\": \"sweep\", \"rows\": ["},
+      {"wrong_kind.json", "{\"kind\": \"other\"}"},
+      {"not_an_object.json", "[1, 2, 3]"},
+      {"missing_fields.json", "{\"kind\": \"sweep\"}"},
+      {"wrong_types.json", "{\"kind\": \"needle\", \"summary\": 7}"},
+      {"binary.json", std::string("\xff\xfe\x00\x01", 4)},
+  };
+  for (const auto& [name, text] : files) {
+    std::ofstream(root / name, std::ios::binary) << text;
+    const CliRun r = run_capturing_stderr("report " + shell_word((root / name).string()) + " --out " +
+                                          shell_word((root / "out").string()));
+    EXPECT_EQ(r.exit_code, 2) << name << " -> " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << name << " -> " << r.out;
+    EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << name << " -> " << r.out;
+  }
 }
 
 }  // namespace
