@@ -130,17 +130,18 @@ constexpr RecipeFields sglang_v32_fused() {
 // kernels, _fused_norm_rope_kernel (key: LayerNorm, NeoX RoPE, fp8, cache write) and
 // _fused_q_kernel (query), all in fp32 registers: no bf16 rounding after the norm or RoPE;
 // scale = exp2(ceil(log2(max(amax, 1e-4) / 448))) for keys and queries; no Hadamard.
-// tl.rsqrt is the approximate rsqrt and Triton fuses multiply-adds. Triton's block
-// reduction is a tree, and not our warp_tree: against the kernel's own bytes (§7.1, run
-// 89) warp_tree leaves 12 of 127,047 tokens one e4m3 step off (sequential left 2 of 15,896
-// where warp_tree left none), and no field holds Triton's order yet. Its weights_out =
-// w * q_scale * softmax_scale * head_scale has power-of-two q_scale and H^-1/2 = 1/8, so it
-// equals the separate-factors order bit for bit.
+// tl.rsqrt is the approximate rsqrt, and Triton fuses multiply-adds: the affine as
+// fma(x_hat, w, b), the first level of the squares' sum, and the cos product of both RoPE
+// outputs (rope.fma: cos). tl.sum over the 128-element block is key_norm.order:
+// block_tree (four warps of one element a lane). Read off the bits of the kernel's fp32 key
+// after RoPE (§7.1). Its weights_out = w * q_scale * softmax_scale * head_scale has
+// power-of-two q_scale and H^-1/2 = 1/8, so it equals the separate-factors order bit for bit.
 constexpr RecipeFields vllm_v32() {
   RecipeFields r = v32_model();
-  r.key_norm.order = ReductionOrder::kWarpTree;
+  r.key_norm.order = ReductionOrder::kBlockTree;
   r.key_norm.fma_contraction = true;
   r.key_norm.rsqrt = RsqrtKind::kSm90Approx;
+  r.rope.fma = ContractedProduct::kCos;
   r.key_rounding = {true, false, false, false};
   r.query_rounding = {true, false, false, false};
   r.hadamard = false;

@@ -32,7 +32,15 @@ enum class Compute : uint8_t { kFp32, kFp64 };
 //     p[l] = p[l] + p[l ^ m]
 //   The result is p[0]. Addition is commutative, so after each step the lanes of a
 //   group hold bit-identical values and every lane ends with p[0].
-enum class ReductionOrder : uint8_t { kSequential, kWarpTree };
+// kBlockTree: the order of four warps holding one element per lane (Triton's tl.sum of a
+//   128-element block with num_warps = 4, as read off vLLM's V3.2 key kernel's bits).
+//   Group g (terms 32g..32g+31) is one warp; its lane e < 16 first folds term e onto the
+//   fold of term e + 16:
+//     p[e] = fold(fold(0, x[32g + e + 16]), x[32g + e])
+//   (for a sum of squares under fma contraction: fma(x_e, x_e, round(x_{e+16}^2))), then
+//   adds halve it, for m = 8, 4, 2, 1: p[e] = p[e] + p[e + m] (e < m); the group's sum is
+//   w_g = p[0], and the result is (w_0 + w_2) + (w_1 + w_3).
+enum class ReductionOrder : uint8_t { kSequential, kWarpTree, kBlockTree };
 
 enum class NormKind : uint8_t { kNone, kLayerNorm, kRmsNorm };
 
@@ -55,7 +63,17 @@ enum class RopePlacement : uint8_t { kLeading, kTrailing };  // dims 0..63 or 64
 // Which product of `a*b - c*d` / `a*b + c*d` a compiler fused into the FMA:
 // kNone: round(round(a*b) -/+ round(c*d)); kFirst: fma(a, b, -/+round(c*d));
 // kSecond: fma(-/+c, d, round(a*b)).
-enum class ContractedProduct : uint8_t { kNone, kFirst, kSecond };
+// kCos: the product with cos in both outputs, fma(a, c, -round(b*s)) and fma(b, c, round(a*s))
+// (Triton's contraction of x * cos + (sign * partner) * sin): kFirst's rule on the first
+// output, kSecond's on the second.
+enum class ContractedProduct : uint8_t { kNone, kFirst, kSecond, kCos };
+// The contraction each output of a rotated pair gets: a' = a*c - b*s, b' = a*s + b*c.
+constexpr ContractedProduct first_output_fma(ContractedProduct f) {
+  return f == ContractedProduct::kCos ? ContractedProduct::kFirst : f;
+}
+constexpr ContractedProduct second_output_fma(ContractedProduct f) {
+  return f == ContractedProduct::kCos ? ContractedProduct::kSecond : f;
+}
 
 // Frequencies: f_i = theta^(-2i/64), i = 0..31, YaRN-scaled when yarn_factor > 1:
 // f_i' = f_i / factor * (1 - smooth_i) + f_i * smooth_i with smooth_i = 1 -

@@ -63,8 +63,10 @@ using EnumNames = std::array<EnumName<E>, N>;
 constexpr EnumNames<Compute, 2> enum_names(Compute) {
   return {{{Compute::kFp32, "fp32"}, {Compute::kFp64, "fp64"}}};
 }
-constexpr EnumNames<ReductionOrder, 2> enum_names(ReductionOrder) {
-  return {{{ReductionOrder::kSequential, "sequential"}, {ReductionOrder::kWarpTree, "warp_tree"}}};
+constexpr EnumNames<ReductionOrder, 3> enum_names(ReductionOrder) {
+  return {{{ReductionOrder::kSequential, "sequential"},
+           {ReductionOrder::kWarpTree, "warp_tree"},
+           {ReductionOrder::kBlockTree, "block_tree"}}};
 }
 constexpr EnumNames<NormKind, 3> enum_names(NormKind) {
   return {{{NormKind::kNone, "none"}, {NormKind::kLayerNorm, "layernorm"}, {NormKind::kRmsNorm, "rmsnorm"}}};
@@ -78,10 +80,11 @@ constexpr EnumNames<RopePairing, 2> enum_names(RopePairing) {
 constexpr EnumNames<RopePlacement, 2> enum_names(RopePlacement) {
   return {{{RopePlacement::kLeading, "leading"}, {RopePlacement::kTrailing, "trailing"}}};
 }
-constexpr EnumNames<ContractedProduct, 3> enum_names(ContractedProduct) {
+constexpr EnumNames<ContractedProduct, 4> enum_names(ContractedProduct) {
   return {{{ContractedProduct::kNone, "none"},
            {ContractedProduct::kFirst, "first"},
-           {ContractedProduct::kSecond, "second"}}};
+           {ContractedProduct::kSecond, "second"},
+           {ContractedProduct::kCos, "cos"}}};
 }
 constexpr EnumNames<StorageFormat, 6> enum_names(StorageFormat) {
   return {{{StorageFormat::kNone, "none"},

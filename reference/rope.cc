@@ -28,6 +28,7 @@ T two_products(T a, T b, T c, T d, T sign, ContractedProduct fused) {
     case ContractedProduct::kSecond:
       return std::fma(sign * c, d, a * b);
     case ContractedProduct::kNone:
+    case ContractedProduct::kCos:  // resolved per output by the caller (first/second_output_fma)
       break;
   }
   return a * b + sign * (c * d);
@@ -100,8 +101,8 @@ void apply_rope(T* x, const RopeSpec& spec, const RopeTable& table, int position
     const T b = rotary[second];
     const T c = static_cast<T>(cos[i]);
     const T s = static_cast<T>(sin[i]);
-    rotary[first] = two_products(a, c, b, s, T(-1), spec.fma);   // a*c - b*s
-    rotary[second] = two_products(a, s, b, c, T(+1), spec.fma);  // a*s + b*c
+    rotary[first] = two_products(a, c, b, s, T(-1), first_output_fma(spec.fma));    // a*c - b*s
+    rotary[second] = two_products(a, s, b, c, T(+1), second_output_fma(spec.fma));  // a*s + b*c
   }
 }
 

@@ -23,6 +23,7 @@ __device__ __forceinline__ float reduce_head(const HeadPart<kLanes>& x, int part
     return fma ? __fmaf_rn(v, v, acc) : __fadd_rn(acc, __fmul_rn(v, v));
   };
   if (order == ref::ReductionOrder::kSequential) return sequential_fold<kLanes>(x, part, fold);
+  if (order == ref::ReductionOrder::kBlockTree) return block_tree_fold<kLanes>(x, part, fold);
   return warp_tree_fold<kLanes>(x, fold);
 }
 
@@ -97,8 +98,8 @@ __device__ __forceinline__ void rope_in_lane(float (&x)[kV], ref::ContractedProd
       const int ia = kInterleaved ? kStart + 2 * (p + j) : kStart + p + j;
       const int ib = kInterleaved ? ia + 1 : ia + 32;
       const float a = x[ia], b = x[ib];
-      x[ia] = two_products(a, c[j], b, s[j], -1.0f, fma);
-      x[ib] = two_products(a, s[j], b, c[j], 1.0f, fma);
+      x[ia] = two_products(a, c[j], b, s[j], -1.0f, ref::first_output_fma(fma));
+      x[ib] = two_products(a, s[j], b, c[j], 1.0f, ref::second_output_fma(fma));
     }
   }
 }
@@ -130,8 +131,8 @@ __device__ __forceinline__ void rope_across_lanes(HeadPart<kLanes>& x, int part,
 #pragma unroll
     for (int p = 0; p < kV / 2; ++p) {
       const float a = x[2 * p], b = x[2 * p + 1];
-      x[2 * p] = two_products(a, c[p], b, s[p], -1.0f, fma);
-      x[2 * p + 1] = two_products(a, s[p], b, c[p], 1.0f, fma);
+      x[2 * p] = two_products(a, c[p], b, s[p], -1.0f, ref::first_output_fma(fma));
+      x[2 * p + 1] = two_products(a, s[p], b, c[p], 1.0f, ref::second_output_fma(fma));
     }
     return;
   }
@@ -148,9 +149,9 @@ __device__ __forceinline__ void rope_across_lanes(HeadPart<kLanes>& x, int part,
 #pragma unroll
   for (int i = 0; i < kV; ++i) {
     if (first_half) {  // holds a, partner holds b: a' = a*c - b*s
-      x[i] = two_products(x[i], c[i], partner[i], s[i], -1.0f, fma);
+      x[i] = two_products(x[i], c[i], partner[i], s[i], -1.0f, ref::first_output_fma(fma));
     } else {           // holds b, partner holds a: b' = a*s + b*c
-      x[i] = two_products(partner[i], s[i], x[i], c[i], 1.0f, fma);
+      x[i] = two_products(partner[i], s[i], x[i], c[i], 1.0f, ref::second_output_fma(fma));
     }
   }
 }

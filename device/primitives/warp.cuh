@@ -64,6 +64,55 @@ __device__ __forceinline__ float warp_tree_fold(const float (&terms)[HeadGroup<k
   return p[0];
 }
 
+// ReductionOrder::kBlockTree: four groups of 32 terms (Triton's warps of one term a lane).
+// In group g, p_e = fold(fold(0, t_{e+16}), t_e) for e < 16, then p_e += p_{e+m} for
+// m = 8, 4, 2, 1 (e < m), w_g = p_0; the result is (w_0 + w_2) + (w_1 + w_3). A lane holds
+// 128 / kLanes contiguous terms: 1, 2 or 4 whole groups compute in the lane, and at
+// 8 lanes a group spans lanes 2g and 2g + 1, which trade their halves by one shuffle per
+// term and then compute the same p_e. The group sums pair across lanes by xor shuffles
+// (fadd is commutative, so both ends hold the same sum).
+template <int kLanes, class Fold>
+__device__ __forceinline__ float block_tree_fold(const float (&terms)[HeadGroup<kLanes>::kValues], int part,
+                                                 Fold fold) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
+  constexpr int kGroups = kV >= 32 ? kV / 32 : 1;  // groups a lane computes
+  float w[kGroups];
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    float p[16];
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      float low, high;  // terms e and e + 16 of the group
+      if constexpr (kV >= 32) {
+        low = terms[32 * g + e];
+        high = terms[32 * g + e + 16];
+      } else {
+        const float other = __shfl_xor_sync(kFullMask, terms[e], 1);
+        const bool upper = (part & 1) != 0;
+        low = upper ? other : terms[e];
+        high = upper ? terms[e] : other;
+      }
+      p[e] = fold(fold(0.0f, high), low);
+    }
+#pragma unroll
+    for (int m = 8; m >= 1; m /= 2) {
+#pragma unroll
+      for (int e = 0; e < m; ++e) p[e] = __fadd_rn(p[e], p[e + m]);
+    }
+    w[g] = p[0];
+  }
+  if constexpr (kLanes == 1) {
+    return __fadd_rn(__fadd_rn(w[0], w[2]), __fadd_rn(w[1], w[3]));
+  } else if constexpr (kLanes == 2) {  // lane part holds groups 2 part, 2 part + 1
+    return __fadd_rn(__fadd_rn(w[0], __shfl_xor_sync(kFullMask, w[0], 1)),
+                     __fadd_rn(w[1], __shfl_xor_sync(kFullMask, w[1], 1)));
+  } else {  // one group a lane (4 lanes) or a lane pair (8 lanes): g pairs with g ^ 2, then g ^ 1
+    constexpr int kStride = kLanes / 4;  // lanes per group
+    const float a = __fadd_rn(w[0], __shfl_xor_sync(kFullMask, w[0], 2 * kStride));
+    return __fadd_rn(a, __shfl_xor_sync(kFullMask, a, kStride));
+  }
+}
+
 // ReductionOrder::kSequential: ((t0 + t1) + t2) + ... over the 128 terms. The running sum
 // travels through the group: part 0 folds its terms, hands the sum to part 1, and so on;
 // the last broadcast leaves the result in every lane.

@@ -417,8 +417,8 @@ TEST(RopeStage, PositionZeroIsTheIdentity) {
   std::mt19937 rng(8);
   for (RopePairing pairing : {RopePairing::kNeox, RopePairing::kInterleaved}) {
     for (RopePlacement placement : {RopePlacement::kLeading, RopePlacement::kTrailing}) {
-      for (ContractedProduct fma :
-           {ContractedProduct::kNone, ContractedProduct::kFirst, ContractedProduct::kSecond}) {
+      for (ContractedProduct fma : {ContractedProduct::kNone, ContractedProduct::kFirst, ContractedProduct::kSecond,
+                                    ContractedProduct::kCos}) {
         RopeSpec spec;
         spec.pairing = pairing;
         spec.placement = placement;
@@ -442,13 +442,16 @@ TEST(RopeStage, PositionZeroIsTheIdentity) {
 //   first  = a*c - b*s: kNone fl(fl(ac) - fl(bs)), kFirst fma(a, c, -fl(bs)),
 //            kSecond fma(-b, s, fl(ac));
 //   second = a*s + b*c: kNone fl(fl(as) + fl(bc)), kFirst fma(a, s, fl(bc)),
-//            kSecond fma(b, c, fl(as)).
+//            kSecond fma(b, c, fl(as));
+//   kCos fuses the product with cos in both: fma(a, c, -fl(bs)) and fma(b, c, fl(as)).
 std::pair<float, float> rotate_pair(float a, float b, float c, float s, ContractedProduct k) {
   switch (k) {
     case ContractedProduct::kFirst:
       return {std::fma(a, c, -(b * s)), std::fma(a, s, b * c)};
     case ContractedProduct::kSecond:
       return {std::fma(-b, s, a * c), std::fma(b, c, a * s)};
+    case ContractedProduct::kCos:
+      return {std::fma(a, c, -(b * s)), std::fma(b, c, a * s)};
     case ContractedProduct::kNone:
       break;
   }
@@ -463,10 +466,10 @@ TEST(RopeStage, ContractedProductFusesTheNamedProduct) {
   for (int trial = 0; trial < 300; ++trial) {
     const Head32 x = random_head32(rng);
     const int p = pos(rng);
-    Head32 out[3];
-    const ContractedProduct kinds[3] = {ContractedProduct::kNone, ContractedProduct::kFirst,
-                                        ContractedProduct::kSecond};
-    for (int k = 0; k < 3; ++k) {
+    Head32 out[4];
+    const ContractedProduct kinds[4] = {ContractedProduct::kNone, ContractedProduct::kFirst,
+                                        ContractedProduct::kSecond, ContractedProduct::kCos};
+    for (int k = 0; k < 4; ++k) {
       RopeSpec spec;
       spec.pairing = RopePairing::kInterleaved;
       spec.placement = RopePlacement::kTrailing;
@@ -766,6 +769,23 @@ TEST(Reduce128, WarpTreeIsLaneFoldsThenBitReversedPairwiseTree) {
   EXPECT_EQ(reduce_expression(ReductionOrder::kWarpTree), balanced(leaves, 0, 32));
 }
 
+TEST(Reduce128, BlockTreeIsFourWarpButterfliesPairedAcross) {
+  // Group g's lane 0 folds x_{32g} onto x_{32g+16}, then adds the partials of lanes 8, 4,
+  // 2, 1 (each of which did the same with its own +16 term): in group-local indices the
+  // tree ((((e0 e8) (e4 e12)) ((e2 e10) (e6 e14))) ...), e = (x_{e+16} + x_e); the groups
+  // pair as (g0 + g2) + (g1 + g3).
+  const auto group = [](int g) {
+    std::vector<std::string> leaves;
+    for (int k = 0; k < 16; ++k) {
+      const int e = ((k & 1) << 3) | ((k & 2) << 1) | ((k & 4) >> 1) | ((k & 8) >> 3);  // 4-bit reverse
+      leaves.push_back("(x" + std::to_string(32 * g + e + 16) + "+x" + std::to_string(32 * g + e) + ")");
+    }
+    return balanced(leaves, 0, 16);
+  };
+  EXPECT_EQ(reduce_expression(ReductionOrder::kBlockTree),
+            "((" + group(0) + "+" + group(2) + ")+(" + group(1) + "+" + group(3) + "))");
+}
+
 TEST(Reduce128, OrdersGiveTheHandDerivedFp32Sums) {
   // x0 = 2^24, x1..x127 = 1 (fp32 ulp at 2^24 is 2).
   // Sequential: 2^24 + 1 is a tie, to even 2^24, 127 times: 2^24.
@@ -778,6 +798,10 @@ TEST(Reduce128, OrdersGiveTheHandDerivedFp32Sums) {
   const auto combine = [](float a, float b) { return a + b; };
   EXPECT_EQ(reduce_128<float>(ReductionOrder::kSequential, 0.0f, add, combine), 16777216.0f);
   EXPECT_EQ(reduce_128<float>(ReductionOrder::kWarpTree, 0.0f, add, combine), 16777340.0f);
+  // Block tree: group 0's lane 0 folds 1 + 2^24 = 2^24 (a tie, to even); lanes 1..15
+  // hold 2. Lane 0 then adds lane 8's 2, lane 4's 4, lane 2's 8, lane 1's 16, all exact:
+  // 2^24 + 30. Groups 1..3 sum to 32 each: (2^24 + 30 + 32) + (32 + 32) = 2^24 + 126.
+  EXPECT_EQ(reduce_128<float>(ReductionOrder::kBlockTree, 0.0f, add, combine), 16777342.0f);
 }
 
 TEST(Reduce128, FloatSumsFollowTheIndependentOrderModelAndMaxIsOrderFree) {
