@@ -180,9 +180,44 @@ int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_
   return kExitPass;
 }
 
+// An output file a command may write (by temp file and rename): not empty, not an existing
+// directory, device, FIFO or socket (a rename would replace the node), in a folder that
+// exists, and not one of the files the command reads from `input_dir` (for a checkpoint:
+// config.json, *.safetensors, *.safetensors.index.json; symlinks resolved). Checked
+// before any work starts.
+void check_output_file(const std::string& flag, const std::string& out, const std::string& input_dir) {
+  namespace fs = std::filesystem;
+  using dsaf::Error;
+  using dsaf::ErrorKind;
+  if (out.empty()) throw Error(ErrorKind::kUsage, flag + " is empty");
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(out, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status) && !fs::is_symlink(status)) {
+    const char* what = fs::is_directory(status) ? "a directory" : "a device, FIFO or socket";
+    throw Error(ErrorKind::kBadInput, flag + " '" + out + "' is " + what + ", not a file it may replace");
+  }
+  const fs::path parent = fs::absolute(out, ec).parent_path();
+  if (!fs::is_directory(parent, ec)) {
+    throw Error(ErrorKind::kBadInput, flag + " '" + out + "': the folder '" + parent.string() + "' does not exist");
+  }
+  const fs::path dir = fs::canonical(input_dir, ec);
+  if (ec) return;  // the command reports its missing input itself
+  const fs::path where = fs::weakly_canonical(out, ec);
+  if (ec || where.parent_path() != dir) return;
+  const std::string name = where.filename().string();
+  const auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (name == "config.json" || ends_with(".safetensors") || ends_with(".safetensors.index.json")) {
+    throw Error(ErrorKind::kBadInput, flag + " '" + out + "' is " + where.string() +
+                                          ", an input of this command: write it elsewhere");
+  }
+}
+
 // `slice`: the indexer tensors of some layers into an HDF5 fixture (fixtures/slice.h).
 int cmd_slice(const std::string& checkpoint, const std::vector<int64_t>& layers, const std::string& out,
               const std::string& command_line) {
+  check_output_file("--out", out, checkpoint);
   const dsaf::fixtures::Fixture fixture = dsaf::fixtures::slice_checkpoint(checkpoint, layers, command_line);
   dsaf::fixtures::write_fixture(fixture, out);
   size_t datasets = 0;
