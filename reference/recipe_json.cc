@@ -1,8 +1,15 @@
 // File: recipe_json.cc — Recipe <-> JSON with strict field checking (recipe_json.h).
 #include "reference/recipe_json.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <set>
 #include <cstdint>
 #include <fstream>
 #include <limits>
@@ -192,14 +199,8 @@ Recipe recipe_from_json(const json& j) {
 }
 
 std::vector<Recipe> load_recipe_file(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) throw_bad_input("cannot open recipe file '" + path + "'");
-  json j;
-  try {
-    j = json::parse(file);
-  } catch (const json::exception& e) {  // parse errors, and numbers beyond a double (1e999)
-    throw_bad_input("recipe file '" + path + "': " + e.what());
-  }
+  const std::string what = "recipe file '" + path + "'";
+  const json j = parse_untrusted_json(read_untrusted_file(path, kMaxJsonFileBytes, what), what);
   std::vector<Recipe> out;
   if (j.is_array()) {
     for (const json& item : j) out.push_back(recipe_from_json(item));
@@ -207,6 +208,71 @@ std::vector<Recipe> load_recipe_file(const std::string& path) {
     out.push_back(recipe_from_json(j));
   }
   return out;
+}
+
+json parse_untrusted_json(const std::string& text, const std::string& what) {
+  std::vector<std::set<std::string>> names;  // of each open object, innermost last
+  std::string problem;
+  const auto check = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (depth >= kMaxJsonDepth) {
+          throw Error(ErrorKind::kBadInput,
+                      what + ": nested deeper than " + std::to_string(kMaxJsonDepth) + " arrays and objects");
+        }
+        if (event == json::parse_event_t::object_start) names.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!names.empty()) names.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        const std::string key = parsed.get<std::string>();
+        if (!names.empty() && !names.back().insert(key).second) {
+          throw Error(ErrorKind::kBadInput, what + ": the name \"" + key.substr(0, 80) + "\" appears twice in one object");
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, check);
+  } catch (const json::exception& e) {  // syntax, UTF-8, and numbers beyond a double (1e999)
+    std::string message = e.what();
+    if (message.size() > 200) message = message.substr(0, 200) + "...";
+    throw Error(ErrorKind::kBadInput, what + ": is not valid JSON (" + message + ")");
+  }
+}
+
+std::string read_untrusted_file(const std::string& path, int64_t max_bytes, const std::string& what) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw Error(ErrorKind::kBadInput, what + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file (a FIFO, device or socket)";
+    throw Error(ErrorKind::kBadInput, what + ": is " + std::string(kind));
+  }
+  if (st.st_size > max_bytes) {
+    ::close(fd);
+    throw Error(ErrorKind::kBadInput, what + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+                                          std::to_string(max_bytes) + " allowed");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(done);
+  return text;
 }
 
 }  // namespace dsaf::ref

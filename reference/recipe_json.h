@@ -7,6 +7,7 @@
 // Unknown fields and unknown enum values are errors that name the JSON path.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,16 @@ nlohmann::json field_value_json(const RecipeFields& recipe, const std::string& p
 std::string describe_field_changes(const RecipeFields& from, const RecipeFields& to);
 // A file holding one recipe object or an array of them.
 std::vector<Recipe> load_recipe_file(const std::string& path);
+
+// Untrusted JSON (recipe files, a checkpoint's config.json and index, safetensors headers):
+// at most kMaxJsonDepth nested arrays/objects (the parser and nlohmann's own recursion stay
+// bounded) and no name twice in one object (JSON leaves that undefined; we refuse it).
+// Throws dsaf::Error(kBadInput) "<what>: ..." with the line and column where it can.
+inline constexpr int kMaxJsonDepth = 64;
+nlohmann::json parse_untrusted_json(const std::string& text, const std::string& what);
+// The whole of a regular file of at most `max_bytes` (symlinks followed): a directory,
+// FIFO, device or socket, or a larger file, is refused without blocking on it.
+std::string read_untrusted_file(const std::string& path, int64_t max_bytes, const std::string& what);
+inline constexpr int64_t kMaxJsonFileBytes = int64_t{16} << 20;  // a config or recipe file
 
 }  // namespace dsaf::ref

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
@@ -71,9 +72,13 @@ TEST(CliRecipes, LoadsAUserRecipeFile) {
 namespace {
 
 // Bad input to the studies: exit code 2 and exactly one line on stderr.
+// "__timeout__ ARGS": the run is killed after 10 s (a hang then reads as exit 124).
 CliRun run_capturing_stderr(const std::string& args, const std::string& cwd = "") {
-  const std::string command = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + std::string(DSAF_CLI_PATH) + " " +
-                              args + " 2>&1 >/dev/null";
+  const std::string prefix = "__timeout__ ";
+  const bool limited = args.rfind(prefix, 0) == 0;
+  const std::string command = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + (limited ? "timeout 10 " : "") +
+                              std::string(DSAF_CLI_PATH) + " " + (limited ? args.substr(prefix.size()) : args) +
+                              " 2>&1 >/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   std::string err;
   std::array<char, 4096> buf;
@@ -246,6 +251,52 @@ TEST(CliReport, MalformedResultsGiveOneLineNotATraceback) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << name << " -> " << r.out;
     EXPECT_EQ(r.out.find("Traceback"), std::string::npos) << name << " -> " << r.out;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Untrusted JSON: nesting 10^5 deep crashed the CLI (unbounded recursion while building
+// the error message), duplicate names were taken (last wins), and a FIFO or a directory
+// as the file hung or gave "basic_filebuf::underflow". Now each is exit 2 with one short
+// line naming the file, within the time limit.
+TEST(CliHostileJson, DeepNestingDuplicatesFifosAndFoldersExitTwoWithOneLine) {
+  const std::filesystem::path root = testing::TempDir() + "dsaf_cli_hostile_json";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "checkpoint");
+  const std::string deep_arrays = std::string(100000, '[') + std::string(100000, ']');
+  std::string deep_objects;
+  for (int i = 0; i < 50000; ++i) deep_objects += "{\"a\":";
+  deep_objects += "1" + std::string(50000, '}');
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"deep_arrays.json", deep_arrays},
+      {"deep_objects.json", deep_objects},
+      {"deep_in_a_field.json", "{\"base\": \"exact\", \"name\": \"x\", \"description\": " + deep_arrays + "}"},
+      {"duplicate_name.json", R"({"base": "exact", "name": "x", "name": "y"})"},
+      {"duplicate_nested.json", R"({"base": "exact", "name": "x", "key_quant": {"block": 64, "block": 128}})"},
+  };
+  std::vector<std::pair<std::string, std::string>> cases;  // args, what the line must name
+  for (const auto& [name, text] : files) {
+    std::ofstream(root / name) << text;
+    cases.push_back({"recipes --file " + (root / name).string(), (root / name).string()});
+    cases.push_back({"verify --recipe exact --recipe-file " + (root / name).string(), (root / name).string()});
+  }
+  ASSERT_EQ(mkfifo((root / "fifo.json").c_str(), 0644), 0);
+  cases.push_back({"recipes --file " + (root / "fifo.json").string(), "fifo.json"});
+  cases.push_back({"recipes --file " + root.string(), root.string()});
+  std::ofstream(root / "checkpoint" / "config.json") << deep_objects;
+  cases.push_back({"slice --checkpoint " + (root / "checkpoint").string() + " --layers 0 --out " +
+                       (root / "out.h5").string(),
+                   "config.json"});
+  for (const auto& [args, needle] : cases) {
+    const CliRun r = run_capturing_stderr("__timeout__ " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << " -> " << r.out.substr(0, 300);
+    EXPECT_NE(r.out.find(needle), std::string::npos) << args << " -> " << r.out.substr(0, 300);
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args;
+    EXPECT_LT(r.out.size(), 400u) << args;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root / "out.h5"));
 }
 
 }  // namespace
