@@ -119,67 +119,6 @@ std::string context_label(int64_t n) {
   return n % 1024 == 0 ? std::to_string(n / 1024) + "K" : std::to_string(n);
 }
 
-int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_dir,
-              const std::string& command_line) {
-  const dsaf::oracle::SweepResult result = dsaf::oracle::run_sweep(config, progress_line("sweep"));
-  // Table: mean recall@K (p1 in brackets) per recipe and context.
-  fmt::print("recall@{} vs exact (mean [p1]) — {} activations, {} queries x {} seed(s)\n",
-             config.topk,
-             config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind),
-             config.queries, config.source ? size_t{1} : config.seeds.size());
-  fmt::print("{:<28}", "recipe");
-  for (int64_t n : config.contexts) fmt::print("{:>18}", context_label(n));
-  fmt::print("\n");
-  std::string last;
-  for (const dsaf::oracle::SweepRow& row : result.rows) {
-    if (row.recipe != last) fmt::print("{}{:<28}", last.empty() ? "" : "\n", row.recipe);
-    last = row.recipe;
-    fmt::print("{:>18}", fmt::format("{:.4f} [{:.4f}]", row.metrics.recall.mean, row.metrics.recall.p1));
-  }
-  fmt::print("\n");
-  if (!result.attribution.empty()) {
-    fmt::print("\nstage attribution: recall loss accounted for by each stage (loss - loss with the stage exact)\n");
-    for (const dsaf::oracle::StageAttribution& a : result.attribution) {
-      fmt::print("  {:<20} {:>6} {:<12} {:+.5f} of {:.5f}\n", a.recipe, context_label(a.context), a.stage,
-                 a.accounted, a.recall_loss);
-    }
-  }
-  if (!out_dir.empty()) {
-    dsaf::oracle::write_sweep_files(prepare_out(out_dir), result, command_line);
-    fmt::print("wrote {}/sweep.json and sweep.csv\n", out_dir);
-  }
-  return kExitPass;
-}
-
-int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_dir,
-               const std::string& command_line) {
-  const dsaf::oracle::NeedleResult result = dsaf::oracle::run_needle(config, progress_line("needle"));
-  fmt::print("needle retention in top-{} (% of {} depths x {} trials), {} activations\n", config.topk,
-             config.depths.size(), config.source ? 1 : config.trials,
-             config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind));
-  for (double margin : config.margins) {
-    fmt::print("\nmargin {} sigma above the K-th exact score\n{:<20}", margin, "recipe");
-    for (int64_t n : config.contexts) fmt::print("{:>8}", context_label(n));
-    for (const auto& r : config.recipes) {
-      fmt::print("\n{:<20}", r.name);
-      for (const dsaf::oracle::NeedleSummaryRow& row : result.summary) {
-        if (row.recipe != r.name || row.margin != margin) continue;
-        if (row.cases == 0) {
-          fmt::print("{:>8}", "-");
-        } else {
-          fmt::print("{:>7.0f}%", 100.0 * row.retention);
-        }
-      }
-    }
-    fmt::print("\n");
-  }
-  if (!out_dir.empty()) {
-    dsaf::oracle::write_needle_files(prepare_out(out_dir), result, command_line);
-    fmt::print("\nwrote {}/needle.json and needle.csv\n", out_dir);
-  }
-  return kExitPass;
-}
-
 // An output file a command may write (by temp file and rename): not empty, not an existing
 // directory, device, FIFO or socket (a rename would replace the node), in a folder that
 // exists, and not one of the files the command reads from `input_dir` (for a checkpoint:
@@ -212,6 +151,79 @@ void check_output_file(const std::string& flag, const std::string& out, const st
     throw Error(ErrorKind::kBadInput, flag + " '" + out + "' is " + where.string() +
                                           ", an input of this command: write it elsewhere");
   }
+}
+
+// A study's output folder, created and checked before the run: minutes of work must not
+// end in "cannot write".
+void prepare_study_out(const std::string& out_dir, const char* stem) {
+  if (out_dir.empty()) return;
+  prepare_out(out_dir);
+  for (const char* ext : {".json", ".csv"}) {
+    check_output_file("--out", (std::filesystem::path(out_dir) / (std::string(stem) + ext)).string(), "");
+  }
+}
+
+int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_dir,
+              const std::string& command_line) {
+  prepare_study_out(out_dir, "sweep");
+  const dsaf::oracle::SweepResult result = dsaf::oracle::run_sweep(config, progress_line("sweep"));
+  // Table: mean recall@K (p1 in brackets) per recipe and context.
+  fmt::print("recall@{} vs exact (mean [p1]) — {} activations, {} queries x {} seed(s)\n",
+             config.topk,
+             config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind),
+             config.queries, config.source ? size_t{1} : config.seeds.size());
+  fmt::print("{:<28}", "recipe");
+  for (int64_t n : config.contexts) fmt::print("{:>18}", context_label(n));
+  fmt::print("\n");
+  std::string last;
+  for (const dsaf::oracle::SweepRow& row : result.rows) {
+    if (row.recipe != last) fmt::print("{}{:<28}", last.empty() ? "" : "\n", row.recipe);
+    last = row.recipe;
+    fmt::print("{:>18}", fmt::format("{:.4f} [{:.4f}]", row.metrics.recall.mean, row.metrics.recall.p1));
+  }
+  fmt::print("\n");
+  if (!result.attribution.empty()) {
+    fmt::print("\nstage attribution: recall loss accounted for by each stage (loss - loss with the stage exact)\n");
+    for (const dsaf::oracle::StageAttribution& a : result.attribution) {
+      fmt::print("  {:<20} {:>6} {:<12} {:+.5f} of {:.5f}\n", a.recipe, context_label(a.context), a.stage,
+                 a.accounted, a.recall_loss);
+    }
+  }
+  if (!out_dir.empty()) {
+    dsaf::oracle::write_sweep_files(prepare_out(out_dir), result, command_line);
+    fmt::print("wrote {}/sweep.json and sweep.csv\n", out_dir);
+  }
+  return kExitPass;
+}
+
+int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_dir,
+               const std::string& command_line) {
+  prepare_study_out(out_dir, "needle");
+  const dsaf::oracle::NeedleResult result = dsaf::oracle::run_needle(config, progress_line("needle"));
+  fmt::print("needle retention in top-{} (% of {} depths x {} trials), {} activations\n", config.topk,
+             config.depths.size(), config.source ? 1 : config.trials,
+             config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind));
+  for (double margin : config.margins) {
+    fmt::print("\nmargin {} sigma above the K-th exact score\n{:<20}", margin, "recipe");
+    for (int64_t n : config.contexts) fmt::print("{:>8}", context_label(n));
+    for (const auto& r : config.recipes) {
+      fmt::print("\n{:<20}", r.name);
+      for (const dsaf::oracle::NeedleSummaryRow& row : result.summary) {
+        if (row.recipe != r.name || row.margin != margin) continue;
+        if (row.cases == 0) {
+          fmt::print("{:>8}", "-");
+        } else {
+          fmt::print("{:>7.0f}%", 100.0 * row.retention);
+        }
+      }
+    }
+    fmt::print("\n");
+  }
+  if (!out_dir.empty()) {
+    dsaf::oracle::write_needle_files(prepare_out(out_dir), result, command_line);
+    fmt::print("\nwrote {}/needle.json and needle.csv\n", out_dir);
+  }
+  return kExitPass;
 }
 
 // `slice`: the indexer tensors of some layers into an HDF5 fixture (fixtures/slice.h).

@@ -1,7 +1,17 @@
 // File: results_io.cc — result files of the studies and the selftest (results_io.h).
 #include "oracle/results_io.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -146,23 +156,79 @@ nlohmann::json selftest_to_json(const std::vector<SelftestCheck>& checks) {
 
 std::string json_file_text(const nlohmann::json& j) { return j.dump(2) + "\n"; }
 
-void write_text_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!(out << text)) {
-    throw Error(ErrorKind::kEnvironment, "cannot write '" + path.string() + "'");
+namespace {
+
+// A text written in full to a temp file beside its destination (mkstemp, write, fsync),
+// renamed over it by commit(); removed unless committed.
+class PendingText {
+ public:
+  PendingText(const std::filesystem::path& path, const std::string& text) : path_(path) {
+    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    std::string pattern = (dir / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
+    const int fd = mkstemp(pattern.data());
+    if (fd < 0) fail(std::strerror(errno));
+    temp_ = pattern;
+    fchmod(fd, 0644);  // mkstemp makes 0600
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const std::string why = n < 0 ? std::strerror(errno) : "no progress";
+        ::close(fd);
+        fail(why);
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd) != 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      fail(why);
+    }
+    if (::close(fd) != 0) fail(std::strerror(errno));
   }
+  ~PendingText() {
+    if (!temp_.empty()) std::remove(temp_.c_str());
+  }
+  PendingText(const PendingText&) = delete;
+  PendingText& operator=(const PendingText&) = delete;
+  void commit() {
+    if (std::rename(temp_.c_str(), path_.c_str()) != 0) fail(std::strerror(errno));
+    temp_.clear();
+  }
+
+ private:
+  // Also from the constructor, where no destructor will run: the temp goes first.
+  [[noreturn]] void fail(const std::string& why) {
+    if (!temp_.empty()) std::remove(temp_.c_str());
+    temp_.clear();
+    throw Error(ErrorKind::kEnvironment, "cannot write '" + path_.string() + "' (" + why + ")");
+  }
+  std::filesystem::path path_;
+  std::string temp_;
+};
+
+// Both files or neither: every temp is written before the first rename.
+void write_text_files(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {
+  std::vector<std::unique_ptr<PendingText>> pending;
+  for (const auto& [path, text] : files) pending.push_back(std::make_unique<PendingText>(path, text));
+  for (auto& p : pending) p->commit();
 }
+
+}  // namespace
+
+void write_text_file(const std::filesystem::path& path, const std::string& text) { write_text_files({{path, text}}); }
 
 void write_sweep_files(const std::filesystem::path& dir, const SweepResult& result,
                        const std::string& command) {
-  write_text_file(dir / "sweep.json", json_file_text(sweep_to_json(result, command)));
-  write_text_file(dir / "sweep.csv", sweep_to_csv(result));
+  write_text_files({{dir / "sweep.json", json_file_text(sweep_to_json(result, command))},
+                    {dir / "sweep.csv", sweep_to_csv(result)}});
 }
 
 void write_needle_files(const std::filesystem::path& dir, const NeedleResult& result,
                         const std::string& command) {
-  write_text_file(dir / "needle.json", json_file_text(needle_to_json(result, command)));
-  write_text_file(dir / "needle.csv", needle_to_csv(result));
+  write_text_files({{dir / "needle.json", json_file_text(needle_to_json(result, command))},
+                    {dir / "needle.csv", needle_to_csv(result)}});
 }
 
 }  // namespace dsaf::oracle

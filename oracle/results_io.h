@@ -47,6 +47,9 @@ nlohmann::json selftest_to_json(const std::vector<SelftestCheck>& checks);
 std::string json_file_text(const nlohmann::json& j);
 
 // Writes `text` to `path`; dsaf::Error(kEnvironment) "cannot write '<path>'" on failure.
+// Atomic: a temp file beside `path`, written in full and fsynced, then renamed over it; on
+// failure `path` is untouched, no temp is left, and the Error names the system's reason.
+// The sweep / needle writers write both of their files or neither.
 void write_text_file(const std::filesystem::path& path, const std::string& text);
 
 // dir/sweep.json and dir/sweep.csv (dir must exist); dir/needle.json and dir/needle.csv.

@@ -168,15 +168,18 @@ TEST(CliStudies, ResultFilesAgreeAndNameTheCommand) {
   EXPECT_EQ(needle_csv[1].rfind("exact,256,0.5,", 0), 0u) << needle_csv[1];
 }
 
-// A result file that cannot be written: exit 2, one line naming it.
-TEST(CliStudies, UnwritableResultFileExitsTwo) {
+// A result file that cannot be written: exit 2, one line naming it, found before the run
+// (the study's progress line never appears) and neither result file written.
+TEST(CliStudies, UnwritableResultFileExitsTwoBeforeTheRun) {
   const std::string dir = testing::TempDir() + "dsaf_cli_unwritable";
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir + "/sweep.json");  // a folder where the file goes
   const CliRun r =
       run_capturing_stderr("sweep --recipes exact --context 64 --queries 1 --topk 4 --heads 2 --out " + dir);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.out.find("cannot write '" + dir + "/sweep.json'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--out '" + dir + "/sweep.json' is a directory"), std::string::npos) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/sweep.csv"));
 }
 
 }  // namespace
@@ -297,6 +300,32 @@ TEST(CliHostileJson, DeepNestingDuplicatesFifosAndFoldersExitTwoWithOneLine) {
     EXPECT_LT(r.out.size(), 400u) << args;
   }
   EXPECT_FALSE(std::filesystem::exists(root / "out.h5"));
+}
+
+}  // namespace
+
+namespace {
+
+// A full disk at the end of a study (a file-size limit fails write() the same way): exit 2
+// naming the reason, and neither result file nor a temp file left. (Before, sweep.json
+// was left truncated at the limit.)
+TEST(CliStudies, AFullDiskLeavesNeitherResultFile) {
+  const std::filesystem::path dir = testing::TempDir() + "dsaf_cli_full_disk";
+  std::filesystem::remove_all(dir);
+  // SIGXFSZ ignored (it stays ignored through exec), files limited to 1 KiB.
+  const std::string command = "bash -c \"trap '' XFSZ; ulimit -f 1; exec " + std::string(DSAF_CLI_PATH) +
+                              " sweep --recipes exact --context 256 --queries 2 --topk 4 --heads 2 --out " +
+                              dir.string() + "\" 2>&1 >/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  CliRun r{-1, ""};
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "a partial or temp result file was left";
 }
 
 }  // namespace
