@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -330,6 +331,11 @@ int cmd_report(const std::string& results, const std::string& out_dir) {
 
 }  // namespace
 
+// An option given with an empty value is an error, not "not given".
+const CLI::Validator kNotEmpty(
+    [](const std::string& value) { return value.empty() ? std::string("the value is empty") : std::string(); },
+    "NOT EMPTY");
+
 int main(int argc, char** argv) {
   CLI::App app{"dsa-fidelity: bit-exact verifier for sparse-attention indexer kernels"};
   app.require_subcommand(1);
@@ -338,33 +344,34 @@ int main(int argc, char** argv) {
   std::string recipes_file;
   auto* recipes = app.add_subcommand("recipes", "list presets and what each models");
   recipes->add_flag("--json", recipes_json, "print every field as JSON");
-  recipes->add_option("--file", recipes_file, "also load user recipes from this JSON file");
+  recipes->add_option("--file", recipes_file, "also load user recipes from this JSON file")->check(kNotEmpty);
 
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string selftest_json;
   auto* selftest = app.add_subcommand("selftest", "exhaustive codec cross-checks vs independent oracles");
-  selftest->add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
+  selftest->add_option("--threads", threads, "worker threads")->check(CLI::Range(1, 4096));
   selftest->add_option("--json", selftest_json, "write the results as JSON");
 
   std::string recipe_names, recipe_file, contexts_text = "2k..64k", out_dir;
   std::string activation = "outliers";
   int topk = 512, activation_heads = 64;
-  uint64_t activation_seed = 1;
+  std::string activation_seed_text = "1";
   int study_threads = threads;
   std::string fixture_path;
   int64_t fixture_layer = -1;
   const auto add_study_options = [&](CLI::App* cmd) {
     cmd->add_option("--recipes", recipe_names, "comma-separated recipe names")->required();
-    cmd->add_option("--recipe-file", recipe_file, "JSON file with more recipes");
+    cmd->add_option("--recipe-file", recipe_file, "JSON file with more recipes")->check(kNotEmpty);
     cmd->add_option("--context", contexts_text, "context lengths, e.g. 2k..64k or 4096,8192");
     cmd->add_option("--topk", topk, "K of the top-K selection");
     cmd->add_option("--activations", activation, "gaussian | heavy | outliers | clustered");
-    cmd->add_option("--activation-seed", activation_seed, "seed of the synthetic activations");
+    cmd->add_option("--activation-seed", activation_seed_text, "seed of the synthetic activations (0 .. 2^64-1)");
     cmd->add_option("--heads", activation_heads, "query heads");
     cmd->add_option("--threads", study_threads, "worker threads");
-    cmd->add_option("--out", out_dir, "folder for the JSON and CSV results");
+    cmd->add_option("--out", out_dir, "folder for the JSON and CSV results")->check(kNotEmpty);
     cmd->add_option("--fixture", fixture_path,
-                    "study a fixture's real weights and activations (fixtures/SCHEMA.md) instead of synthetic ones");
+                    "study a fixture's real weights and activations (fixtures/SCHEMA.md) instead of synthetic ones")
+        ->check(kNotEmpty);
     cmd->add_option("--fixture-layer", fixture_layer, "the fixture's activation layer (default: its only one)");
   };
   int queries = 64, seeds = 1;
@@ -404,8 +411,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitPass : kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitPass : kExitBadInput;  // --help
+    // One line (CLI11's own print adds a "Run with --help" line).
+    std::cerr << "dsa-fidelity: " << e.what() << " (--help lists the options)\n";
+    return kExitBadInput;
   }
   try {
     if (*recipes) return cmd_recipes(recipes_json, recipes_file);
@@ -418,6 +427,16 @@ int main(int argc, char** argv) {
     if (*sweep || *needle) {
       if (topk < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--topk must be >= 1");
       if (study_threads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--threads must be >= 1");
+      // Digits only, in range: CLI11 would wrap "-1" and saturate 20 digits to 2^64-1.
+      uint64_t activation_seed = 0;
+      {
+        const std::string& t = activation_seed_text;
+        const auto [end, error] = std::from_chars(t.data(), t.data() + t.size(), activation_seed);
+        if (t.empty() || error != std::errc() || end != t.data() + t.size()) {
+          throw dsaf::Error(dsaf::ErrorKind::kUsage,
+                            "--activation-seed '" + t.substr(0, 40) + "' is not an integer in 0 .. 18446744073709551615");
+        }
+      }
       dsaf::oracle::SyntheticSpec acts;
       acts.kind = dsaf::oracle::parse_activation_kind(activation);
       acts.seed = activation_seed;
@@ -425,6 +444,14 @@ int main(int argc, char** argv) {
       if (activation_heads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--heads must be >= 1");
       const auto chosen = dsaf::cli::resolve_recipes(recipe_names, recipe_file);
       const auto contexts = dsaf::cli::parse_contexts(contexts_text);
+      // A K at or above a context selects every key: recall 1.0 that says nothing.
+      for (const int64_t n : contexts) {
+        if (topk >= n) {
+          throw dsaf::Error(dsaf::ErrorKind::kUsage, fmt::format("--topk {} is not below the context {}: the "
+                                                                 "selection would hold every key",
+                                                                 topk, n));
+        }
+      }
       std::shared_ptr<const dsaf::oracle::ActivationSource> fixture_source;
       if (!fixture_path.empty()) {
         const auto input = dsaf::fixtures::fixture_study_input(fixture_path, fixture_layer);
@@ -453,6 +480,9 @@ int main(int argc, char** argv) {
       config.contexts = contexts;
       config.depths = dsaf::cli::parse_reals(depths_text);
       config.margins = dsaf::cli::parse_reals(margins_text);
+      for (const double m : config.margins) {
+        if (!(m >= 0)) throw dsaf::Error(dsaf::ErrorKind::kUsage, fmt::format("--margins: {} is below 0 sigma", m));
+      }
       config.trials = trials;
       config.topk = topk;
       config.activations = acts;

@@ -98,6 +98,17 @@ TEST(CliStudies, BadInputExitsTwoWithOneClearLine) {
       {"sweep --recipes exact --context 2k --activations uniform", "activation kind"},
       {"sweep --recipes exact, --context 2k", "list of names"},
       {"report /nonexistent.json --out /tmp/x", "no results file"},
+      // Accepted before with exit 0 (issue 26 item 8), or printed on two lines (item 9):
+      {"needle --recipes exact --context 64 --topk 64", "not below the context 64"},
+      {"sweep --recipes exact --context 2k --topk 4096", "not below the context 2048"},
+      {"needle --recipes exact --context 2k --margins -1", "--margins: -1 is below 0"},
+      {"needle --recipes exact --context 2k --activation-seed -1", "--activation-seed '-1'"},
+      {"sweep --recipes exact --context 2k --activation-seed 123456789012345678901", "--activation-seed"},
+      {"selftest --threads 0", "not in range 1 to 4096"},
+      {"recipes --no-such-flag", "--no-such-flag"},
+      {"sweep --recipes exact --context 2k --out ''", "--out: the value is empty"},
+      {"needle --recipes exact --context 2k --fixture ''", "--fixture: the value is empty"},
+      {"recipes --file ''", "--file: the value is empty"},
   };
   for (const auto& [args, needle] : cases) {
     const CliRun r = run_capturing_stderr(args);
