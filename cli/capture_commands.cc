@@ -7,7 +7,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/recipe_choice.h"
+#include "cli/arguments.h"
 #include "fixtures/cache_capture.h"
 #include "fixtures/cache_capture_observation.h"
 #include "oracle/compare.h"

@@ -25,7 +25,7 @@
 
 #include "cli/capture_commands.h"
 #include "cli/ranges.h"
-#include "cli/recipe_choice.h"
+#include "cli/arguments.h"
 #include "cli/verify_command.h"
 #include "fixtures/fixture.h"
 #include "fixtures/slice.h"
@@ -120,47 +120,13 @@ std::string context_label(int64_t n) {
   return n % 1024 == 0 ? std::to_string(n / 1024) + "K" : std::to_string(n);
 }
 
-// An output file a command may write (by temp file and rename): not empty, not an existing
-// directory, device, FIFO or socket (a rename would replace the node), in a folder that
-// exists, and not one of the files the command reads from `input_dir` (for a checkpoint:
-// config.json, *.safetensors, *.safetensors.index.json; symlinks resolved). Checked
-// before any work starts.
-void check_output_file(const std::string& flag, const std::string& out, const std::string& input_dir) {
-  namespace fs = std::filesystem;
-  using dsaf::Error;
-  using dsaf::ErrorKind;
-  if (out.empty()) throw Error(ErrorKind::kUsage, flag + " is empty");
-  std::error_code ec;
-  const fs::file_status status = fs::symlink_status(out, ec);
-  if (fs::exists(status) && !fs::is_regular_file(status) && !fs::is_symlink(status)) {
-    const char* what = fs::is_directory(status) ? "a directory" : "a device, FIFO or socket";
-    throw Error(ErrorKind::kBadInput, flag + " '" + out + "' is " + what + ", not a file it may replace");
-  }
-  const fs::path parent = fs::absolute(out, ec).parent_path();
-  if (!fs::is_directory(parent, ec)) {
-    throw Error(ErrorKind::kBadInput, flag + " '" + out + "': the folder '" + parent.string() + "' does not exist");
-  }
-  const fs::path dir = fs::canonical(input_dir, ec);
-  if (ec) return;  // the command reports its missing input itself
-  const fs::path where = fs::weakly_canonical(out, ec);
-  if (ec || where.parent_path() != dir) return;
-  const std::string name = where.filename().string();
-  const auto ends_with = [&](const std::string& tail) {
-    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  if (name == "config.json" || ends_with(".safetensors") || ends_with(".safetensors.index.json")) {
-    throw Error(ErrorKind::kBadInput, flag + " '" + out + "' is " + where.string() +
-                                          ", an input of this command: write it elsewhere");
-  }
-}
-
 // A study's output folder, created and checked before the run: minutes of work must not
 // end in "cannot write".
 void prepare_study_out(const std::string& out_dir, const char* stem) {
   if (out_dir.empty()) return;
   prepare_out(out_dir);
   for (const char* ext : {".json", ".csv"}) {
-    check_output_file("--out", (std::filesystem::path(out_dir) / (std::string(stem) + ext)).string(), "");
+    dsaf::cli::check_output_file("--out", (std::filesystem::path(out_dir) / (std::string(stem) + ext)).string(), "");
   }
 }
 
@@ -230,7 +196,7 @@ int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_
 // `slice`: the indexer tensors of some layers into an HDF5 fixture (fixtures/slice.h).
 int cmd_slice(const std::string& checkpoint, const std::vector<int64_t>& layers, const std::string& out,
               const std::string& command_line) {
-  check_output_file("--out", out, checkpoint);
+  dsaf::cli::check_output_file("--out", out, checkpoint);
   const dsaf::fixtures::Fixture fixture = dsaf::fixtures::slice_checkpoint(checkpoint, layers, command_line);
   dsaf::fixtures::write_fixture(fixture, out);
   size_t datasets = 0;

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/recipe_choice.h"
+#include "cli/arguments.h"
 #include "fixtures/cache_capture.h"
 #include "reference/numeric/minifloat.h"
 #include "oracle/results_io.h"
