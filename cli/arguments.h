@@ -1,7 +1,8 @@
 // File: arguments.h
 // Command-line arguments checked before a command runs: recipes named on the command line
-// (presets plus those of an optional recipe file: a file's recipe of the same name wins,
-// the last one of that name in the file), and the output files a command will write.
+// (presets plus those of an optional recipe file, whose names are unique and shadow no
+// preset: reference/recipe_json.h load_recipe_file), and the output files a command will
+// write.
 #pragma once
 
 #include <string>

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -458,6 +459,9 @@ int main(int argc, char** argv) {
     }
   } catch (const dsaf::Error& e) {
     std::cerr << "dsa-fidelity: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "dsa-fidelity: out of memory (a shorter --context, fewer --queries, --heads or --topk need less)\n";
     return kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "dsa-fidelity: internal error: " << e.what() << "\n";

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -206,6 +207,28 @@ std::vector<Recipe> load_recipe_file(const std::string& path) {
     for (const json& item : j) out.push_back(recipe_from_json(item));
   } else {
     out.push_back(recipe_from_json(j));
+  }
+  // Names are what the command line picks recipes by: plain, unique in the file, and a
+  // preset's name only for that preset itself (a `recipes --json` round trip), never a
+  // different recipe that would shadow it.
+  std::set<std::string> seen;
+  for (const Recipe& r : out) {
+    const bool plain = !r.name.empty() && r.name.size() <= 64 &&
+                       std::all_of(r.name.begin(), r.name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+                                c == '+';
+                       });
+    if (!plain) {
+      std::string shown = r.name.substr(0, 64);
+      for (char& c : shown) c = std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+      throw_bad_input(what + ": recipe name '" + shown + "' must be 1-64 letters, digits, '-', '_', '.' or '+'");
+    }
+    if (!seen.insert(r.name).second) throw_bad_input(what + ": two recipes are named '" + r.name + "'");
+    for (const Recipe& p : presets()) {
+      if (p.name == r.name && recipe_to_json(p) != recipe_to_json(r)) {
+        throw_bad_input(what + ": recipe '" + r.name + "' differs from the preset of that name: rename it");
+      }
+    }
   }
   return out;
 }

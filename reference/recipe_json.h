@@ -25,7 +25,9 @@ nlohmann::json field_value_json(const RecipeFields& recipe, const std::string& p
 // "a.b: x -> y; c: u -> v" for every field where the two differ (values as JSON), in the
 // table's order; empty when none does.
 std::string describe_field_changes(const RecipeFields& from, const RecipeFields& to);
-// A file holding one recipe object or an array of them.
+// A file holding one recipe object or an array of them. Each name is 1-64 letters, digits,
+// '-', '_', '.' or '+', unique in the file, and a preset's name only for that very preset
+// (what `recipes --json` writes reads back); anything else is dsaf::Error(kBadInput).
 std::vector<Recipe> load_recipe_file(const std::string& path);
 
 // Untrusted JSON (recipe files, a checkpoint's config.json and index, safetensors headers):

@@ -289,6 +289,11 @@ TEST(CliHostileJson, DeepNestingDuplicatesFifosAndFoldersExitTwoWithOneLine) {
       {"deep_in_a_field.json", "{\"base\": \"exact\", \"name\": \"x\", \"description\": " + deep_arrays + "}"},
       {"duplicate_name.json", R"({"base": "exact", "name": "x", "name": "y"})"},
       {"duplicate_nested.json", R"({"base": "exact", "name": "x", "key_quant": {"block": 64, "block": 128}})"},
+      // Names the command line could not pick, or that would change what a preset means:
+      {"two_of_a_name.json", R"([{"base": "exact", "name": "a"}, {"base": "exact", "name": "a"}])"},
+      {"shadows_a_preset.json", R"({"base": "dsv32-ref", "name": "dsv32-ref", "hadamard": false})"},
+      {"comma_in_name.json", R"({"base": "exact", "name": "a,b"})"},
+      {"nul_in_name.json", R"({"base": "exact", "name": "a\u0000b"})"},
   };
   std::vector<std::pair<std::string, std::string>> cases;  // args, what the line must name
   for (const auto& [name, text] : files) {
@@ -311,6 +316,9 @@ TEST(CliHostileJson, DeepNestingDuplicatesFifosAndFoldersExitTwoWithOneLine) {
     EXPECT_LT(r.out.size(), 400u) << args;
   }
   EXPECT_FALSE(std::filesystem::exists(root / "out.h5"));
+  // What `recipes --json` writes (every preset) reads back unchanged.
+  std::ofstream(root / "all.json") << run("recipes --json").out;
+  EXPECT_EQ(run("recipes --json --file " + (root / "all.json").string()).exit_code, 0);
 }
 
 }  // namespace
@@ -337,6 +345,34 @@ TEST(CliStudies, AFullDiskLeavesNeitherResultFile) {
   EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
   EXPECT_TRUE(std::filesystem::is_directory(dir));
   EXPECT_TRUE(std::filesystem::is_empty(dir)) << "a partial or temp result file was left";
+}
+
+}  // namespace
+
+namespace {
+
+// `inspect` on what is not a file said "no such file" for all of these.
+TEST(CliInspect, NamesWhatThePathIsWhenItIsNotAFile) {
+  const std::filesystem::path root = testing::TempDir() + "dsaf_cli_inspect_nodes";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "folder.h5");
+  ASSERT_EQ(mkfifo((root / "fifo.h5").c_str(), 0644), 0);
+  std::filesystem::create_symlink(root / "loop_b.h5", root / "loop_a.h5");
+  std::filesystem::create_symlink(root / "loop_a.h5", root / "loop_b.h5");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {(root / "folder.h5").string(), "is a directory"},
+      {(root / "fifo.h5").string(), "is not a regular file"},
+      {"/dev/null", "is not a regular file"},
+      {(root / "loop_a.h5").string(), "symbolic links"},
+      {(root / "missing.h5").string(), "no such file"},
+  };
+  for (const auto& [path, needle] : cases) {
+    const CliRun r = run_capturing_stderr("__timeout__ inspect " + path);
+    EXPECT_EQ(r.exit_code, 2) << path << " -> " << r.out;
+    EXPECT_NE(r.out.find(needle), std::string::npos) << path << " -> " << r.out;
+    EXPECT_NE(r.out.find(path), std::string::npos) << path << " -> " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << path << " -> " << r.out;
+  }
 }
 
 }  // namespace
