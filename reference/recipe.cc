@@ -85,7 +85,8 @@ std::vector<Recipe> make_presets() {
             verified("sglang 0.5.23 sglang/kernels/jit/csrc/deepseek_v32/indexer_k.cuh "
                      "fused_k_indexer_norm_rope_store; fused_k_indexer_norm_rope + "
                      "dsa/fused_store_index_cache.cuh fused_store_indexer_cache (the fallback)",
-                     "keys: H200 runs 88 and 89, both paths byte-exact on 12,684 tokens (every page size 1-256, "
+                     "keys: in the recorded H200 conformance run (docs/conformance.md), both paths byte-exact on "
+                     "12,684 tokens (every page size 1-256, "
                      "prefill and decode, bf16 input) and the same bytes as our kernel on 1M tokens; the "
                      "query side is not read from a kernel")),
       named("vllm-v32",
@@ -94,7 +95,8 @@ std::vector<Recipe> make_presets() {
             "docs/numerics.md §7.1-§7.2", f::vllm_v32(),
             verified("vllm 0.33.0 vllm/models/deepseek_v32/common/kernels.py _fused_norm_rope_kernel (key), "
                      "_fused_q_kernel (query)",
-                     "keys: H200 run 89, the Triton kernel run from the pinned sdist "
+                     "keys: in the recorded H200 conformance run (docs/conformance.md), the Triton kernel run "
+                     "from the pinned sdist "
                      "(conformance/vllm_triton_key_capture.py) wrote a 131,072-token cache capture that "
                      "compares byte-exact (127,047 written tokens, 16,770,204 bytes); the query side is not "
                      "read from a kernel. The CUDA kernels on vLLM's other path, rotary_embedding_kernel + "
@@ -113,7 +115,8 @@ std::vector<Recipe> make_presets() {
             "rsqrtf from the measured table (reference/data/)",
             f::sglang_v4_fp8(),
             verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer",
-                     "keys: H200 runs 88 and 89, byte-exact on 28,480 tokens (every page size 1-256, prefill and "
+                     "keys: in the recorded H200 conformance run (docs/conformance.md), byte-exact on 28,480 "
+                     "tokens (every page size 1-256, prefill and "
                      "decode, bf16 and fp32 input) and the same bytes as our kernel on 1M tokens; the query "
                      "side is not read from a kernel")),
       named("sglang-v4-bf16", "the seed incident's fix: sglang-v4-fp8 with a bf16 key store (256 B/token)",
@@ -127,7 +130,8 @@ std::vector<Recipe> make_presets() {
             "(ties toward zero), 68 B/token; fp4 q with bf16 rope/Hadamard outputs",
             "docs/numerics.md §6.1-§6.3", f::sglang_v4_fp4(),
             verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer_fp4",
-                     "keys: H200 runs 88 and 89, byte-exact on 28,480 tokens (every page size 1-256, prefill and "
+                     "keys: in the recorded H200 conformance run (docs/conformance.md), byte-exact on 28,480 "
+                     "tokens (every page size 1-256, prefill and "
                      "decode, bf16 and fp32 input) and the same bytes as our kernel on 1M tokens; the query "
                      "side is not read from a kernel")),
   };

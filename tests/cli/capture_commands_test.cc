@@ -34,7 +34,7 @@ TEST(CliCompare, ShippedCapturePassesWithItsRecipe) {
   EXPECT_NE(r.out.find("PASSED"), std::string::npos);
 }
 
-// A capture our fp4 key kernel wrote on the H200 (run 88, `verify --kernel builtin --recipe
+// A capture our fp4 key kernel wrote on the H200 (`verify --kernel builtin --recipe
 // sglang-v4-fp4 --save-capture`; fixtures/data/README.md): the GPU's bytes pass against the
 // preset here, without a GPU, and fail against the same recipe with zero codes signed as
 // their values are (key_quant.fp4_zero_sign "keep"), the rule SGLang's kernel does not follow.

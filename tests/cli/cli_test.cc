@@ -19,8 +19,8 @@ struct CliRun {
   std::string out;
 };
 
-CliRun run(const std::string& args) {
-  const std::string command = std::string(DSAF_CLI_PATH) + " " + args + " 2>/dev/null";
+// A shell command's exit code and stdout.
+CliRun run_shell(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -28,6 +28,8 @@ CliRun run(const std::string& args) {
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+
+CliRun run(const std::string& args) { return run_shell(std::string(DSAF_CLI_PATH) + " " + args + " 2>/dev/null"); }
 
 TEST(CliRecipes, JsonListsAllNinePresetsWithTheirFields) {
   const CliRun r = run("recipes --json");
@@ -76,15 +78,8 @@ namespace {
 CliRun run_capturing_stderr(const std::string& args, const std::string& cwd = "") {
   const std::string prefix = "__timeout__ ";
   const bool limited = args.rfind(prefix, 0) == 0;
-  const std::string command = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + (limited ? "timeout 10 " : "") +
-                              std::string(DSAF_CLI_PATH) + " " + (limited ? args.substr(prefix.size()) : args) +
-                              " 2>&1 >/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string err;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) err.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
+  return run_shell((cwd.empty() ? "" : "cd '" + cwd + "' && ") + (limited ? "timeout 10 " : "") +
+                   std::string(DSAF_CLI_PATH) + " " + (limited ? args.substr(prefix.size()) : args) + " 2>&1 >/dev/null");
 }
 
 TEST(CliStudies, BadInputExitsTwoWithOneClearLine) {
@@ -335,12 +330,7 @@ TEST(CliStudies, AFullDiskLeavesNeitherResultFile) {
   const std::string command = "bash -c \"trap '' XFSZ; ulimit -f 1; exec " + std::string(DSAF_CLI_PATH) +
                               " sweep --recipes exact --context 256 --queries 2 --topk 4 --heads 2 --out " +
                               dir.string() + "\" 2>&1 >/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  CliRun r{-1, ""};
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const CliRun r = run_shell(command);
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
   EXPECT_TRUE(std::filesystem::is_directory(dir));
