@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <string>
@@ -87,13 +88,15 @@ int runs() {
 // Under a profiler (DSAF_PEER_RUNS set) the first, untimed call is the only warm-up.
 int warmups() { return std::getenv("DSAF_PEER_RUNS") != nullptr ? 0 : 3; }
 
-std::string case_json(const Kernel& k, float ms, double bytes, double copy_gbps, const std::string& same) {
+// `extra`: further members, each starting with ", ".
+std::string case_json(const Kernel& k, float ms, double bytes, double copy_gbps, const std::string& same,
+                      const std::string& extra = "") {
   char line[512];
   std::snprintf(line, sizeof line,
                 "    {\"kernel\": \"%s\", \"name\": \"%s\", \"ms\": %.4f, \"gbps\": %.1f, \"fraction_of_copy\": %.3f, "
-                "\"same_as_first\": %s}",
+                "\"same_as_first\": %s%s}",
                 k.spec.c_str(), k.table->name, ms, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / copy_gbps,
-                same.c_str());
+                same.c_str(), extra.c_str());
   return line;
 }
 
@@ -184,15 +187,21 @@ std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>&
 }
 
 // Top-K rows: distinct scores (a random permutation of a grid, so that every kernel's set
-// is the one set), every row at full length.
+// is the one set), every row at full length. The exact set of a row is the indices whose
+// grid rank is in the top K; each kernel's rows are compared with it, and a kernel that
+// differs is counted in rows and in missing keys (a wrong key in a row of K distinct
+// scores replaces one of the K best, so missing = intruding).
 std::string bench_topk(int rows, int length, int k, const std::vector<Kernel>& kernels, double copy_gbps) {
   std::mt19937 rng(7);
   std::vector<float> scores(static_cast<size_t>(rows) * length);
-  std::vector<int32_t> order(length);
+  std::vector<int32_t> order(length), exact;
+  exact.reserve(static_cast<size_t>(rows) * k);
   for (int r = 0; r < rows; ++r) {
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
     for (int i = 0; i < length; ++i) scores[static_cast<size_t>(r) * length + i] = 0.25f * order[i] - 1000.0f;
+    for (int i = 0; i < length; ++i)
+      if (order[i] >= length - k) exact.push_back(i);  // ascending index order, as the sorted sets below
   }
   dsaf_topk_args_v1 a{};
   a.scores = upload(scores);
@@ -222,13 +231,27 @@ std::string bench_topk(int rows, int length, int k, const std::vector<Kernel>& k
     };
     // Compared as sets per row (the contracts differ in order, never in the set here).
     std::vector<int32_t> indices = download(a.indices, static_cast<size_t>(rows) * k);
-    for (int r = 0; r < rows; ++r) std::sort(indices.begin() + static_cast<size_t>(r) * k, indices.begin() + (r + 1) * k);
+    int64_t rows_wrong = 0, keys_missing = 0;
+    for (int r = 0; r < rows; ++r) {
+      const auto row = indices.begin() + static_cast<size_t>(r) * k;
+      std::sort(row, row + k);
+      std::vector<int32_t> found;
+      std::set_intersection(row, row + k, exact.begin() + static_cast<size_t>(r) * k,
+                            exact.begin() + static_cast<size_t>(r + 1) * k, std::back_inserter(found));
+      rows_wrong += found.size() != static_cast<size_t>(k);
+      keys_missing += k - static_cast<int64_t>(found.size());
+    }
     const std::string same = first.empty() ? "null" : (indices == first ? "true" : "false");
     if (first.empty()) first = indices;
     const float ms = bench::median_ms(call, runs(), 1, warmups());
-    std::printf("topk [%d x %d] K=%-5d %-52s %.4f ms  %.0f%% of copy  same set as first: %s\n", rows, length, k,
-                kernel.table->name, ms, 100 * bytes / (ms * 1e-3) / 1e9 / copy_gbps, same.c_str());
-    json += (json.empty() ? "" : ",\n") + case_json(kernel, ms, bytes, copy_gbps, same);
+    std::printf("topk [%d x %d] K=%-5d %-52s %.4f ms  %.0f%% of copy  same set as first: %s; against the exact "
+                "sets: %lld rows wrong, %lld keys missing\n",
+                rows, length, k, kernel.table->name, ms, 100 * bytes / (ms * 1e-3) / 1e9 / copy_gbps, same.c_str(),
+                static_cast<long long>(rows_wrong), static_cast<long long>(keys_missing));
+    json += (json.empty() ? "" : ",\n") +
+            case_json(kernel, ms, bytes, copy_gbps, same,
+                      ", \"exact_rows_wrong\": " + std::to_string(rows_wrong) +
+                          ", \"exact_keys_missing\": " + std::to_string(keys_missing));
   }
   return "  \"stage\": \"topk\",\n  \"rows\": " + std::to_string(rows) + ",\n  \"length\": " + std::to_string(length) +
          ",\n  \"k\": " + std::to_string(k) + ",\n  \"bytes\": " + std::to_string(bytes) + ",\n  \"cases\": [\n" + json +

@@ -32,8 +32,11 @@
 #include "fixtures/slice.h"
 #include "fixtures/study_inputs.h"
 #include "fixtures/untrusted.h"
+#include "oracle/needle.h"
+#include "oracle/results_io.h"
 #include "oracle/selftest.h"
-#include "oracle/study.h"  // sweep, needle and their result files (results_io.h)
+#include "oracle/study_keys.h"
+#include "oracle/sweep.h"
 #include "oracle/verify.h"
 #include "reference/error.h"
 #include "reference/recipe.h"

@@ -92,6 +92,18 @@ __global__ void rope_table_kernel(const float* cos, const float* sin, int64_t po
   }
 }
 
+// fp32 values as bf16 bits, for upstream kernels that take a parameter in bf16 (head
+// weights): a value bf16 does not hold exactly raises *inexact rather than being rounded
+// (glue moves values; verify draws bf16-exact ones for kernels that declare
+// key_caps.norm_params_bf16).
+static __global__ void bf16_bits_kernel(const float* in, int64_t n, uint16_t* out, int* inexact) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const uint32_t bits = __float_as_uint(in[i]);
+  if ((bits & 0xFFFFu) != 0) atomicOr(inexact, 1);
+  out[i] = static_cast<uint16_t>(bits >> 16);
+}
+
 // The index tables upstream top-K kernels take beside the scores, filled once per growth
 // (their contents do not depend on the scores): kIdentity, table[r * stride + j] = j (an
 // identity page table: the kernel's fused page-table transform then maps every score
@@ -131,6 +143,20 @@ class RowTable {
   Scratch<int32_t> data_;
   int64_t rows_ = 0, stride_ = 0;
 };
+
+// `n` head weights as bf16 bits in `out` (bf16_bits_kernel); non-zero, with the error text
+// set, when one is not a bf16 value or a CUDA call fails.
+static inline int head_weights_bf16(const float* weights, int64_t n, uint16_t* out, const char* adapter) {
+  static Scratch<int> flag;
+  int* inexact = flag.get(1);
+  if (inexact == nullptr || check(cudaMemset(inexact, 0, sizeof(int)), "cudaMemset") != 0) return 1;
+  constexpr unsigned kThreads = 256;
+  bf16_bits_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads>>>(weights, n, out, inexact);
+  int host = 0;
+  if (check(cudaMemcpy(&host, inexact, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy") != 0) return 1;
+  if (host != 0) return fail(std::string(adapter) + ": the head weights (wproj) must be bf16 values");
+  return 0;
+}
 
 // Page sizes of the ABI (kernel_abi.h key_caps.page_sizes): 2^0 .. 2^8 tokens.
 constexpr int kPageBitsCount = 9;

@@ -1,7 +1,8 @@
 // File: sglang_v4_indexer_key.cu
 // Conformance adapter (kernel_abi.h version 2) for SGLang's DeepSeek V4 indexer key
 // kernels, fused_norm_rope_indexer (fp8 e4m3fn keys, 132 B/token) and
-// fused_norm_rope_indexer_fp4 (e2m1 keys, 68 B/token), from the pinned release's
+// fused_norm_rope_indexer_fp4 (e2m1 keys, 68 B/token), and (sglang_v4_indexer_query.cu)
+// its query kernels, from the pinned release's
 // sglang/kernels/jit/csrc/deepseek_v4/fused_norm_rope_v2.cuh (conformance/upstream.lock),
 // instantiated as SGLang's JIT does on sm_90: DType = the input dtype, decode mode, PDL
 // on, no preshuffle, compiled with SGLang's JIT flags (conformance/CMakeLists.txt).
@@ -16,6 +17,11 @@
 
 #include "conformance/adapter_support.cuh"
 #include "deepseek_v4/fused_norm_rope_v2.cuh"
+
+namespace dsaf::conformance {
+// The query kernels (sglang_v4_indexer_query.cu, a translation unit of this adapter).
+int sglang_v4_query_quant(const dsaf_query_args_v2* a);
+}  // namespace dsaf::conformance
 
 namespace {
 
@@ -132,7 +138,9 @@ dsaf_kernel_v2 make_table() {
   caps.norm_params_bf16 = 1;
   caps.max_position = (int64_t{1} << 31) - 1;  // int32 positions (seq_len = position + 1: uint32)
   caps.max_tokens = (int64_t{1} << 32) - 1;    // num_tokens is uint32
-  return key_store_table("sglang " DSAF_UPSTREAM_VERSION " fused_norm_rope_indexer{,_fp4}", caps, &key_store);
+  dsaf_kernel_v2 t = key_store_table("sglang " DSAF_UPSTREAM_VERSION " fused_norm_rope_indexer{,_fp4}", caps, &key_store);
+  t.query_quant = &sglang_v4_query_quant;
+  return t;
 }
 
 }  // namespace

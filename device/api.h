@@ -309,7 +309,7 @@ struct KernelCapabilities {
   uint32_t store_formats = 0;  // bit f: ref::StorageFormat f
   uint32_t page_sizes = 0;     // bit p: pages of 2^p tokens
   bool bf16_input = false, fp32_input = false;
-  bool norm_params_bf16 = false;  // the kernel takes the norm weight and bias in bf16
+  bool norm_params_bf16 = false;  // the kernel takes the norm weight, bias and head weights in bf16
   int64_t max_position = 0;       // 0: no limit
   int64_t max_tokens = 0;         // per call; 0: no limit
   bool logits_exact_order = true;  // else bounded

@@ -171,8 +171,9 @@ typedef struct {
   uint32_t store_formats;    /* bit f: StorageFormat f (1 fp32, 2 bf16, 3 fp8 e4m3fn, 4 e2m1 fp4, 5 fp4 in bf16) */
   uint32_t page_sizes;       /* bit p: pages of 2^p tokens, p = 0..8 */
   uint32_t input_dtypes;     /* DSAF_INPUT_* bits */
-  int32_t norm_params_bf16;  /* 1: the kernel takes the norm weight and bias in bf16 (verify draws values bf16
-                                holds exactly); 0: fp32 */
+  int32_t norm_params_bf16;  /* 1: the kernel takes its parameters in bf16 -- the norm weight and bias, and the
+                                query path's head weights (wproj) -- so verify draws values bf16 holds
+                                exactly; 0: fp32 */
   int64_t max_position;      /* largest position of a token (0: no limit) */
   int64_t max_tokens;        /* largest num_tokens of one call (0: no limit) */
 } dsaf_key_caps_v2;

@@ -1,5 +1,5 @@
 // File: activations.h
-// What the sweep and needle studies (study.h) consume, per token t of one sequence:
+// What the sweep and needle studies (sweep.h, needle.h) consume, per token t of one sequence:
 //   key_input(t)   k_in[128]  the key path's input, BEFORE the key norm (pipeline.h
 //                             run_key_path normalises with norm_weight()/norm_bias())
 //   query_input(t) q_in[H][128] the query path's input, BEFORE RoPE, and

@@ -310,7 +310,10 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
   }
   for (int64_t t = 0; t < q.num_tokens; ++t) {
     q.positions.push_back(std::uniform_int_distribution<int>(0, kMaxPositions - 1)(rng));
-    for (int h = 0; h < q.num_heads; ++h) q.wproj.push_back(normal(rng));
+    for (int h = 0; h < q.num_heads; ++h) {
+      const float w = normal(rng);
+      q.wproj.push_back(caps.norm_params_bf16 ? ref::decode_bf16(ref::encode_bf16(w)) : w);
+    }
   }
   q.rope_cos.assign(rope.cos(0), rope.cos(0) + static_cast<size_t>(kMaxPositions) * 32);
   q.rope_sin.assign(rope.sin(0), rope.sin(0) + static_cast<size_t>(kMaxPositions) * 32);

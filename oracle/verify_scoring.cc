@@ -244,11 +244,14 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const dev::KernelCa
 }
 
 // Top-K rows: Gaussian, few distinct values (ties at the cut), floats sharing their high
-// 22 bits, and constant rows; lengths around K, four at kLongTopKRow and the rest drawn up
-// to it. kLongTopKRow = 131,072 is the 128K context the DSA indexers score in one row, long
-// enough for the kernels' long-row paths (several CTAs or a cluster per row), which rows
-// of a few thousand never reach. Each row judged under the contract (the kernel's, or
-// config.topk_contract).
+// 22 bits, and constant rows. Two batches per K: 16 rows with lengths around K, four at
+// kLongTopKRow and the rest drawn up to it; and 32 rows all at kLongTopKRow. kLongTopKRow =
+// 131,072 is the 128K context the DSA indexers score in one row, long enough for the
+// kernels' long-row paths (several CTAs or a cluster per row), which rows of a few thousand
+// never reach. The batch size matters as much: a kernel that gives a cluster to each row
+// while the rows fit the GPU's clusters and queues rows on a persistent pool past that
+// takes a different path at 32 rows than at 16 (an H200 holds about 30 such clusters).
+// Each row judged under the contract (the kernel's, or config.topk_contract).
 void verify_topk(const dev::KernelUnderTest& kernel, const dev::KernelCapabilities& caps, const VerifyConfig& config,
                  std::mt19937_64& rng, VerifyReport& report) {
   if (!caps.topk) {
@@ -261,50 +264,58 @@ void verify_topk(const dev::KernelUnderTest& kernel, const dev::KernelCapabiliti
   std::vector<std::string> failures;
   nlohmann::json failing = nlohmann::json::array();
   std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr int kLongTopKRow = 131072;
+  struct BatchShape {
+    int rows;
+    bool all_long;
+  };
   for (const int k : ks) {
-    dev::HostTopKBatch b;
-    b.k = k;
-    constexpr int kLongTopKRow = 131072;
-    b.row_stride = std::max(kLongTopKRow, 2 * k);
-    const int rows = 16;
-    b.scores.assign(static_cast<size_t>(rows) * b.row_stride, 0.0f);
-    for (int r = 0; r < rows; ++r) {
-      const int64_t len = r < 4   ? k - 1 + r % 3
-                          : r < 8 ? b.row_stride
-                                  : std::uniform_int_distribution<int64_t>(1, b.row_stride)(rng);
-      b.valid_lengths.push_back(static_cast<int32_t>(len));
-      float* row = b.scores.data() + r * b.row_stride;
-      const int kind = r % 4;
-      for (int64_t s = 0; s < len; ++s) {
-        if (kind == 0) row[s] = normal(rng);
-        if (kind == 1) row[s] = static_cast<float>(std::uniform_int_distribution<int>(0, 7)(rng));
-        if (kind == 2) {  // one 2^22-aligned block of fp32 bit patterns: only the low 10 bits vary
-          const uint32_t u = 0x3F80'0000u | std::uniform_int_distribution<uint32_t>(0, 1023)(rng);
-          std::memcpy(&row[s], &u, 4);
+    for (const BatchShape shape : {BatchShape{16, false}, BatchShape{32, true}}) {
+      dev::HostTopKBatch b;
+      b.k = k;
+      b.row_stride = std::max(kLongTopKRow, 2 * k);
+      const int rows = shape.rows;
+      b.scores.assign(static_cast<size_t>(rows) * b.row_stride, 0.0f);
+      for (int r = 0; r < rows; ++r) {
+        const int64_t len = shape.all_long ? b.row_stride
+                            : r < 4        ? k - 1 + r % 3
+                            : r < 8        ? b.row_stride
+                                           : std::uniform_int_distribution<int64_t>(1, b.row_stride)(rng);
+        b.valid_lengths.push_back(static_cast<int32_t>(len));
+        float* row = b.scores.data() + static_cast<size_t>(r) * b.row_stride;
+        const int kind = r % 4;
+        for (int64_t s = 0; s < len; ++s) {
+          if (kind == 0) row[s] = normal(rng);
+          if (kind == 1) row[s] = static_cast<float>(std::uniform_int_distribution<int>(0, 7)(rng));
+          if (kind == 2) {  // one 2^22-aligned block of fp32 bit patterns: only the low 10 bits vary
+            const uint32_t u = 0x3F80'0000u | std::uniform_int_distribution<uint32_t>(0, 1023)(rng);
+            std::memcpy(&row[s], &u, 4);
+          }
+          if (kind == 3) row[s] = 1.5f;
         }
-        if (kind == 3) row[s] = 1.5f;
       }
-    }
-    const std::vector<int32_t> got = kernel.topk(b);
-    for (int r = 0; r < rows; ++r) {
-      const std::vector<float> scores(b.scores.begin() + r * b.row_stride,
-                                      b.scores.begin() + r * b.row_stride + b.valid_lengths[r]);
-      const std::vector<int32_t> actual(got.begin() + static_cast<size_t>(r) * k,
-                                        got.begin() + static_cast<size_t>(r + 1) * k);
-      const TopKRowVerdict v = judge_topk_row(scores, k, actual, contract, caps.topk_padding);
-      ++rows_checked;
-      identical += v.identical;
-      order_only += v.order_only;
-      tie_rows += v.tie_swaps > 0;
-      tie_keys += v.tie_swaps;
-      if (v.pass) continue;
-      const std::string where = "K " + std::to_string(k) + ", row " + std::to_string(r);
-      failures.push_back(where + " (" + v.describe() + ")");
-      failing.push_back({{"k", k}, {"row", r}, {"length", v.length}, {"verdict", v.describe()},
-                         {"order_only", v.order_only}, {"tie_swaps", v.tie_swaps},
-                         {"misses", static_cast<int64_t>(v.misses.size())},
-                         {"intruders", static_cast<int64_t>(v.intruders.size())},
-                         {"wrong_padding", v.wrong_padding}, {"invalid", v.invalid_count}});
+      const std::vector<int32_t> got = kernel.topk(b);
+      for (int r = 0; r < rows; ++r) {
+        const std::vector<float> scores(b.scores.begin() + static_cast<size_t>(r) * b.row_stride,
+                                        b.scores.begin() + static_cast<size_t>(r) * b.row_stride + b.valid_lengths[r]);
+        const std::vector<int32_t> actual(got.begin() + static_cast<size_t>(r) * k,
+                                          got.begin() + static_cast<size_t>(r + 1) * k);
+        const TopKRowVerdict v = judge_topk_row(scores, k, actual, contract, caps.topk_padding);
+        ++rows_checked;
+        identical += v.identical;
+        order_only += v.order_only;
+        tie_rows += v.tie_swaps > 0;
+        tie_keys += v.tie_swaps;
+        if (v.pass) continue;
+        const std::string where =
+            "K " + std::to_string(k) + ", batch of " + std::to_string(rows) + ", row " + std::to_string(r);
+        failures.push_back(where + " (" + v.describe() + ")");
+        failing.push_back({{"k", k}, {"batch_rows", rows}, {"row", r}, {"length", v.length},
+                           {"verdict", v.describe()}, {"order_only", v.order_only}, {"tie_swaps", v.tie_swaps},
+                           {"misses", static_cast<int64_t>(v.misses.size())},
+                           {"intruders", static_cast<int64_t>(v.intruders.size())},
+                           {"wrong_padding", v.wrong_padding}, {"invalid", v.invalid_count}});
+      }
     }
   }
   const bool ok = failures.empty();

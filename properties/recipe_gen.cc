@@ -25,6 +25,7 @@ ref::QuantSpec gen_quant(std::optional<ref::StorageFormat> format = std::nullopt
   q.saturation = gen_enum<ref::Saturation>(2);
   q.fp4_rounding = gen_enum<ref::Rounding>(2);
   q.fp4_zero_sign = gen_enum<ref::Fp4ZeroSign>(2);
+  q.fp4_prestage = fp4 ? gen_enum<ref::Fp4Prestage>(2) : ref::Fp4Prestage::kNone;
   return q;
 }
 
@@ -44,12 +45,12 @@ rc::Gen<ref::Recipe> gen_recipe(std::optional<ref::StorageFormat> key_format) {
       r.query_rounding = gen_rounding();
       r.key_norm.kind = gen_enum<ref::NormKind>(3);
       r.key_norm.eps = *rc::gen::element(1e-6f, 1e-5f);
-      r.key_norm.order = gen_enum<ref::ReductionOrder>(2);
+      r.key_norm.order = gen_enum<ref::ReductionOrder>(4);
       r.key_norm.fma_contraction = *rc::gen::arbitrary<bool>();
       r.key_norm.rsqrt = gen_enum<ref::RsqrtKind>(2);
       r.rope.pairing = gen_enum<ref::RopePairing>(2);
       r.rope.placement = gen_enum<ref::RopePlacement>(2);
-      r.rope.fma = gen_enum<ref::ContractedProduct>(3);
+      r.rope.fma = gen_enum<ref::ContractedProduct>(4);
       r.rope.table = *rc::gen::element(ref::RopeTableSpec{10000.0, 40.0, 4096.0, 32.0, 1.0},
                                        ref::RopeTableSpec{160000.0, 16.0, 65536.0, 32.0, 1.0},
                                        ref::RopeTableSpec{10000.0, 1.0, 4096.0, 32.0, 1.0});

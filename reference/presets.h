@@ -1,5 +1,5 @@
 // File: presets.h
-// The numeric fields of the nine presets, as constants: reference/recipe.cc names them
+// The numeric fields of the ten presets, as constants: reference/recipe.cc names them
 // (presets()), and the key kernel compiles the quantising ones as constants
 // (device/key_store/key_paths.cuh). Data only, no arithmetic. The upstream code each
 // preset models, with its sections in docs/numerics.md, is the preset's `source`
@@ -182,7 +182,8 @@ constexpr RecipeFields dsv4_ref() {
 
 // SGLang's V4 fused_norm_rope indexer kernel as compiled (§6.2-§6.4): fp32 throughout,
 // warp-tree RMSNorm sums of fma(x, x, s), the sm_90 rsqrtf, the first RoPE product
-// fused; keys e4m3fn(x * fl(1 / scale)), queries e4m3fn(x / scale), scale = amax / 448.
+// fused; keys and queries (fused_q_indexer_rope_hadamard_quant, §6.3) e4m3fn(x * fl(1 /
+// scale)), scale = amax / 448.
 constexpr RecipeFields sglang_v4_fp8() {
   RecipeFields r = v4_model();
   r.key_norm.order = ReductionOrder::kWarpTree;
@@ -191,7 +192,7 @@ constexpr RecipeFields sglang_v4_fp8() {
   r.rope.fma = ContractedProduct::kFirst;
   r.hadamard = true;
   r.key_quant = fp8_plain(ScaleApply::kTimesReciprocal);
-  r.query_quant = fp8_plain(ScaleApply::kDivide);
+  r.query_quant = fp8_plain(ScaleApply::kTimesReciprocal);
   r.weights_fold = WeightsFold::kCombinedConstant;  // w * weight_scale * scale
   return r;
 }
@@ -207,8 +208,8 @@ constexpr RecipeFields sglang_v4_bf16() {
 // / 6.f rounded up to a power of two by its exponent bits, applied as the exact
 // reciprocal; threshold rounding with strict '>' (midpoints toward zero); the key kernel
 // sets the sign bit on non-zero codes only (a negative value rounding to zero is +0).
-// fp4 queries with bf16 RoPE and Hadamard outputs (their zero sign: not yet read from
-// the query kernel, the default kept).
+// fp4 queries (fused_q_indexer_rope_hadamard_fp4_quant) with bf16 RoPE and Hadamard
+// outputs, the same scale, rounding and zero-sign rules.
 constexpr RecipeFields sglang_v4_fp4() {
   RecipeFields r = sglang_v4_fp8();
   QuantSpec fp4{};
@@ -219,10 +220,47 @@ constexpr RecipeFields sglang_v4_fp4() {
   fp4.pow2 = ScalePow2::kExponentBitsCeil;
   fp4.apply = ScaleApply::kTimesReciprocal;  // inv_scale_ue8m0: exact for powers of two
   fp4.fp4_rounding = Rounding::kNearestTiesTowardZero;
+  fp4.fp4_zero_sign = Fp4ZeroSign::kPositive;
   r.key_quant = fp4;
-  r.key_quant.fp4_zero_sign = Fp4ZeroSign::kPositive;
   r.query_quant = fp4;
   r.query_rounding = {false, false, true, true};
+  return r;
+}
+
+// SGLang's V4.1 low-ratio indexer packs (§6.5), index_k_kernel and index_q_kernel as
+// compiled: RMSNorm over one bf16 pair of each half a lane (warp_tree_halves, fma, sm_90
+// rsqrtf), bf16 after the norm and after RoPE (interleaved, trailing 64, the first product
+// of each output fused), no Hadamard; two fp4 stages: the fake quantisation
+// (fp4_prestage), then e2m1 blocks of 32 with ue8m0 scale 2^ceil(log2(max(amax / 6,
+// 1e-4))), applied as the exact reciprocal, nearest-even codes, -0 cleared. The kernel
+// floors amax / 6 at 1e-4 where this spec floors amax at 6e-4 first: under the ceiling
+// to a power of two both give 2^-13 below the floor and the same scale above it
+// (fl(6e-4) / 6 and 1e-4 lie in (2^-14, 2^-13); tests/reference/scale_test.cc enumerates).
+// Queries take the same stages without the norm; head weights bf16(wproj * fl(D^-1/2 *
+// H^-1/2)) (combined constant; an fp4 query has no per-head scale to fold).
+constexpr RecipeFields sglang_v41_fp4() {
+  RecipeFields r = v4_model();
+  r.key_norm.order = ReductionOrder::kWarpTreeHalves;
+  r.key_norm.fma_contraction = true;
+  r.key_norm.rsqrt = RsqrtKind::kSm90Approx;
+  r.rope.fma = ContractedProduct::kFirst;
+  r.key_rounding = {true, true, true, false};
+  r.query_rounding = {true, false, true, false};
+  r.hadamard = false;
+  QuantSpec fp4{};
+  fp4.format = StorageFormat::kFp4E2m1;
+  fp4.block = 32;
+  fp4.amax_floor = 6e-4f;
+  fp4.divisor = ScaleDivisor::kDivide;
+  fp4.pow2 = ScalePow2::kExponentBitsCeil;
+  fp4.apply = ScaleApply::kTimesReciprocal;
+  fp4.fp4_rounding = Rounding::kNearestEven;
+  fp4.fp4_zero_sign = Fp4ZeroSign::kPositive;
+  fp4.fp4_prestage = Fp4Prestage::kFakeQuant;
+  r.key_quant = fp4;
+  r.query_quant = fp4;
+  r.weights = WeightsPrecision::kBf16;
+  r.weights_fold = WeightsFold::kCombinedConstant;
   return r;
 }
 

@@ -50,6 +50,20 @@ float block_amax(const float* x, int n) {
   return amax;
 }
 
+// Fp4Prestage::kFakeQuant on one block of 32 (recipe.h): scale 2^ceil(log2(max(amax,
+// 6 * 2^-126) * fl(1/6))) from the exponent bits, values decode(e2m1_rne(x * (1/s) + 0)) * s.
+// The reciprocal of a power of two and both products are exact.
+void fake_quant_fp4(float* xb) {
+  QuantSpec stage{};
+  stage.amax_floor = kFp4Max * 0x1p-126f;
+  stage.divisor = ScaleDivisor::kTimesReciprocal;
+  stage.pow2 = ScalePow2::kExponentBitsCeil;
+  const float scale = decode_ue8m0(ue8m0_of(raw_scale(block_amax(xb, kFp4Block), stage, kFp4Max), stage.pow2));
+  for (int j = 0; j < kFp4Block; ++j) {
+    xb[j] = decode_e2m1(encode_e2m1(xb[j] * (1.0f / scale) + 0.0f, Rounding::kNearestEven)) * scale;
+  }
+}
+
 }  // namespace
 
 float log2_correctly_rounded(float x) {
@@ -127,8 +141,13 @@ StoredHead store_head(const T* x, const QuantSpec& spec) {
       case StorageFormat::kFp4E2m1:
       case StorageFormat::kFp4SimulatedBf16: {
         std::array<uint8_t, kHeadDim> codes{};
+        std::array<float, kHeadDim> staged{};  // x, after the first stage when there is one
+        for (int i = 0; i < kHeadDim; ++i) staged[i] = x[i];
+        if (spec.fp4_prestage == Fp4Prestage::kFakeQuant) {
+          for (int block = 0; block < kHeadDim / kFp4Block; ++block) fake_quant_fp4(staged.data() + block * kFp4Block);
+        }
         for (int block = 0; block < kHeadDim / kFp4Block; ++block) {
-          const float* xb = x + block * kFp4Block;
+          const float* xb = staged.data() + block * kFp4Block;
           const uint8_t e = ue8m0_of(raw_scale(block_amax(xb, kFp4Block), spec, kFp4Max), spec.pow2);
           const float scale = decode_ue8m0(e);
           out.scale_bytes.push_back(e);

@@ -28,6 +28,7 @@ void validate_quant(const Recipe& r, const QuantSpec& q, const std::string& side
               side + "_quant.pow2 must round fp4 scales to a power of two (ue8m0)");
       break;
     default:
+      require(q.fp4_prestage == Fp4Prestage::kNone, r, side + "_quant.fp4_prestage applies to fp4 formats only");
       break;
   }
   require(q.amax_floor > 0.0f && std::isfinite(q.amax_floor), r, side + "_quant.amax_floor must be positive and finite");
@@ -134,6 +135,16 @@ std::vector<Recipe> make_presets() {
                      "tokens (every page size 1-256, prefill and "
                      "decode, bf16 and fp32 input) and the same bytes as our kernel on 1M tokens; the query "
                      "side is not read from a kernel")),
+      named("sglang-v41-fp4",
+            "SGLang V4.1 low-ratio indexer packs: RMSNorm over a pair of each half a lane, bf16 after "
+            "norm and rope, no Hadamard, two fp4 stages (fake quantisation, then e2m1 with ue8m0 "
+            "scales floored at 1e-4 after the divide), 68 B/token; fp4 q with bf16 head weights",
+            "docs/numerics.md §6.5; reduction and rope FMA placement read from the kernels' sm_90a SASS",
+            f::sglang_v41_fp4(),
+            modelled("sglang 0.5.23 sglang/kernels/jit/csrc/deepseek_v4/fp4_indexer_rope.cuh index_k_kernel "
+                     "(key), index_q_kernel (query)",
+                     "not yet run against the kernel on the GPU (conformance adapter "
+                     "sglang_v41_indexer_rope)")),
   };
   for (const Recipe& r : all) r.validate();
   return all;

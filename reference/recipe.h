@@ -40,7 +40,13 @@ enum class Compute : uint8_t { kFp32, kFp64 };
 //   (for a sum of squares under fma contraction: fma(x_e, x_e, round(x_{e+16}^2))), then
 //   adds halve it, for m = 8, 4, 2, 1: p[e] = p[e] + p[e + m] (e < m); the group's sum is
 //   w_g = p[0], and the result is (w_0 + w_2) + (w_1 + w_3).
-enum class ReductionOrder : uint8_t { kSequential, kWarpTree, kBlockTree };
+// kWarpTreeHalves: 32 lanes, lane l holding one pair of each half of the head, elements
+//   2l, 2l+1 and 64+2l, 65+2l (SGLang's V4.1 index-K kernel, a bf16x2 of each half a
+//   lane), folded odd element first, then the rest in order:
+//     p[l] = fold(fold(fold(fold(0, x[2l+1]), x[2l]), x[64+2l]), x[65+2l])
+//   (the compiler fuses x[2l]^2 into the sum x[2l]^2 + x[2l+1]^2 as fma(x_2l, x_2l,
+//   round(x_2l+1^2))), then kWarpTree's xor butterfly.
+enum class ReductionOrder : uint8_t { kSequential, kWarpTree, kBlockTree, kWarpTreeHalves };
 
 enum class NormKind : uint8_t { kNone, kLayerNorm, kRmsNorm };
 
@@ -115,6 +121,14 @@ enum class ScaleApply : uint8_t { kDivide, kTimesReciprocal };
 // SGLang's V4 fp4 key kernel sets the sign bit on non-zero codes only; docs/numerics.md
 // §6.2).
 enum class Fp4ZeroSign : uint8_t { kKeep, kPositive };
+// A first fp4 stage before the stored one (fp4 formats only): kFakeQuant replaces each
+// block of 32 values by DeepSeek V4's fp4 fake quantisation of it, as SGLang's V4.1
+// indexer packs do before packing (docs/numerics.md §6.5):
+//   s = 2^ceil(log2(max(amax, 6 * 2^-126) * fl(1/6)))  (exponent bits),
+//   y = decode(e2m1_rne(x * (1/s) + 0)) * s            (exact: s is a power of two)
+// and the stored stage then quantises y with the spec's own rules. The "+ 0" turns an
+// input -0 into +0 before encoding; a negative value rounding to zero still gives -0.
+enum class Fp4Prestage : uint8_t { kNone, kFakeQuant };
 
 struct QuantSpec {
   StorageFormat format = StorageFormat::kNone;
@@ -126,6 +140,7 @@ struct QuantSpec {
   Saturation saturation = Saturation::kSatFinite;
   Rounding fp4_rounding = Rounding::kNearestEven;
   Fp4ZeroSign fp4_zero_sign = Fp4ZeroSign::kKeep;
+  Fp4Prestage fp4_prestage = Fp4Prestage::kNone;
 };
 
 // Where a stage's fp32 result is rounded to bf16 (the DeepSeek reference keeps bf16

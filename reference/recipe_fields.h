@@ -63,10 +63,11 @@ using EnumNames = std::array<EnumName<E>, N>;
 constexpr EnumNames<Compute, 2> enum_names(Compute) {
   return {{{Compute::kFp32, "fp32"}, {Compute::kFp64, "fp64"}}};
 }
-constexpr EnumNames<ReductionOrder, 3> enum_names(ReductionOrder) {
+constexpr EnumNames<ReductionOrder, 4> enum_names(ReductionOrder) {
   return {{{ReductionOrder::kSequential, "sequential"},
            {ReductionOrder::kWarpTree, "warp_tree"},
-           {ReductionOrder::kBlockTree, "block_tree"}}};
+           {ReductionOrder::kBlockTree, "block_tree"},
+           {ReductionOrder::kWarpTreeHalves, "warp_tree_halves"}}};
 }
 constexpr EnumNames<NormKind, 3> enum_names(NormKind) {
   return {{{NormKind::kNone, "none"}, {NormKind::kLayerNorm, "layernorm"}, {NormKind::kRmsNorm, "rmsnorm"}}};
@@ -119,6 +120,9 @@ constexpr EnumNames<Rounding, 2> enum_names(Rounding) {
 constexpr EnumNames<Fp4ZeroSign, 2> enum_names(Fp4ZeroSign) {
   return {{{Fp4ZeroSign::kKeep, "keep"}, {Fp4ZeroSign::kPositive, "positive"}}};
 }
+constexpr EnumNames<Fp4Prestage, 2> enum_names(Fp4Prestage) {
+  return {{{Fp4Prestage::kNone, "none"}, {Fp4Prestage::kFakeQuant, "fake_quant"}}};
+}
 constexpr EnumNames<ScoreAccum, 3> enum_names(ScoreAccum) {
   return {{{ScoreAccum::kFp32, "fp32"}, {ScoreAccum::kBf16, "bf16"}, {ScoreAccum::kExact, "exact"}}};
 }
@@ -141,7 +145,8 @@ DSAF_HOST_DEVICE constexpr void for_each_field(Visit&& visit) {
   constexpr uint32_t kKernel = kKernelField, kBranch = kKernelField | kKeyCodePath, kDetect = kDetected;
   const auto quant = [&](const char* format, const char* block, const char* floor, const char* divisor,
                          const char* pow2, const char* apply, const char* saturation, const char* rounding,
-                         const char* zero_sign, auto spec, uint32_t branch, uint32_t detect) {
+                         const char* zero_sign, const char* prestage, auto spec, uint32_t branch,
+                         uint32_t detect) {
     visit(FieldInfo{format, kKernel | branch}, [spec](auto& r) -> auto& { return spec(r).format; });
     visit(FieldInfo{block, kKernel | branch}, [spec](auto& r) -> auto& { return spec(r).block; });
     visit(FieldInfo{floor, kKernel | kDetect, {1e-4f, 1e-10f}, 2},
@@ -152,6 +157,7 @@ DSAF_HOST_DEVICE constexpr void for_each_field(Visit&& visit) {
     visit(FieldInfo{saturation, kKernel | branch | detect}, [spec](auto& r) -> auto& { return spec(r).saturation; });
     visit(FieldInfo{rounding, kKernel | branch | detect}, [spec](auto& r) -> auto& { return spec(r).fp4_rounding; });
     visit(FieldInfo{zero_sign, kKernel | branch | detect}, [spec](auto& r) -> auto& { return spec(r).fp4_zero_sign; });
+    visit(FieldInfo{prestage, kKernel | branch | detect}, [spec](auto& r) -> auto& { return spec(r).fp4_prestage; });
   };
   const auto rounding = [&](const char* input, const char* norm, const char* rope, const char* hadamard,
                             auto spec, uint32_t branch, uint32_t detect_input_norm) {
@@ -184,10 +190,10 @@ DSAF_HOST_DEVICE constexpr void for_each_field(Visit&& visit) {
   visit(FieldInfo{"hadamard", kBranch | kDetect}, [](auto& r) -> auto& { return r.hadamard; });
   quant("key_quant.format", "key_quant.block", "key_quant.amax_floor", "key_quant.divisor", "key_quant.pow2",
         "key_quant.apply", "key_quant.saturation", "key_quant.fp4_rounding", "key_quant.fp4_zero_sign",
-        [](auto& r) -> auto& { return r.key_quant; }, kKeyCodePath, kDetect);
+        "key_quant.fp4_prestage", [](auto& r) -> auto& { return r.key_quant; }, kKeyCodePath, kDetect);
   quant("query_quant.format", "query_quant.block", "query_quant.amax_floor", "query_quant.divisor",
         "query_quant.pow2", "query_quant.apply", "query_quant.saturation", "query_quant.fp4_rounding",
-        "query_quant.fp4_zero_sign", [](auto& r) -> auto& { return r.query_quant; }, 0, 0);
+        "query_quant.fp4_zero_sign", "query_quant.fp4_prestage", [](auto& r) -> auto& { return r.query_quant; }, 0, 0);
   visit(FieldInfo{"weights", kKernel}, [](auto& r) -> auto& { return r.weights; });
   visit(FieldInfo{"weights_fold", kKernel | kDetect}, [](auto& r) -> auto& { return r.weights_fold; });
   visit(FieldInfo{"score", 0}, [](auto& r) -> auto& { return r.score; });

@@ -1,5 +1,5 @@
 // File: reduction.h
-// The three orders in which a 128-term reduction is evaluated (ReductionOrder in
+// The four orders in which a 128-term reduction is evaluated (ReductionOrder in
 // recipe.h). Each term is folded into a partial result by `fold(acc, i)`; partial
 // results are merged by `combine(a, b)`. Floating-point addition is not associative,
 // so the order is part of the numeric contract.
@@ -36,11 +36,16 @@ T reduce_128(ReductionOrder order, T identity, Fold fold, Combine combine) {
     }
     return combine(combine(group[0], group[2]), combine(group[1], group[3]));
   }
-  // kWarpTree: lanes fold 4 contiguous terms each, then the xor butterfly 16..1.
+  // kWarpTree: lanes fold 4 contiguous terms each; kWarpTreeHalves: lane l folds 2l+1,
+  // 2l, 64+2l, 65+2l. Then the xor butterfly 16..1.
   std::array<T, kWarpLanes> lane;
   for (int l = 0; l < kWarpLanes; ++l) {
     T acc = identity;
-    for (int j = 0; j < kTermsPerLane; ++j) acc = fold(acc, kTermsPerLane * l + j);
+    if (order == ReductionOrder::kWarpTreeHalves) {
+      for (const int i : {2 * l + 1, 2 * l, kHeadDim / 2 + 2 * l, kHeadDim / 2 + 2 * l + 1}) acc = fold(acc, i);
+    } else {
+      for (int j = 0; j < kTermsPerLane; ++j) acc = fold(acc, kTermsPerLane * l + j);
+    }
     lane[l] = acc;
   }
   for (int mask = kWarpLanes / 2; mask >= 1; mask /= 2) {

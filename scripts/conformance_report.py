@@ -123,8 +123,14 @@ def verdict_cells(v):
                     f"({s['identical']} identical, {s['order_only']} order only, "
                     f"{s['rows_with_tie_swaps']} with tie swaps)")
             if failing:
+                by_batch = {}
+                for f in failing:
+                    by_batch[f.get("batch_rows", 16)] = by_batch.get(f.get("batch_rows", 16), 0) + 1
+                text += "; failing rows by batch: " + ", ".join(
+                    f"{n} in batches of {rows}" for rows, n in sorted(by_batch.items()))
                 f = failing[0]
-                text += (f"; first failing row: K {f['k']}, row {f['row']}, length {f['length']:,}: "
+                batch = f", batch of {f['batch_rows']}" if "batch_rows" in f else ""
+                text += (f"; first failing row: K {f['k']}{batch}, row {f['row']}, length {f['length']:,}: "
                          f"{f['misses']} keys above the cut missing, {f['intruders']} below it selected")
             parts.append(text)
         else:
@@ -254,6 +260,9 @@ def report(manifest, results):
         for c in p["cases"]:
             ratio = f"{c['ms'] / ours:.2f}" if ours else "-"
             same = {None: "(reference)", True: "yes", False: "NO"}[c["same_as_first"]]
+            if c.get("exact_rows_wrong"):
+                same += (f" (against the exact sets: {c['exact_rows_wrong']} of {p['rows']} rows wrong, "
+                         f"{c['exact_keys_missing']:,} keys missing)")
             w(f"| {c['name']} | {c['ms']:.4f} | {c['fraction_of_copy']:.2f} | {ratio} | {same} |")
         txt = results.get(peer_file(line).replace(".json", ".txt")) or ""
         for left_out in (l.strip() for l in txt.splitlines() if " refused " in l or "skipped" in l):

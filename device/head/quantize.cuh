@@ -100,12 +100,37 @@ __device__ __forceinline__ float e2m1_value(unsigned code) {
   return (code & 8) ? -mag : mag;
 }
 
+// Fp4Prestage::kFakeQuant (reference/recipe.h) on this lane's values, in place: per block
+// of 32 (in the lane, or over 32 / V lanes), s = 2^ceil(log2(max(amax, 6 * 2^-126) *
+// fl(1/6))) by the exponent bits, x = value(e2m1_rne(x * (1/s) + 0)) * s. Every product
+// is exact (s a power of two, the code value 2 significant bits).
+template <int kLanes>
+__device__ __forceinline__ void fp4_fake_quant_head(HeadPart<kLanes>& x) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
+  constexpr int kBlocks = kV >= 32 ? kV / 32 : 1;
+  constexpr int kBlockValues = kV >= 32 ? 32 : kV;
+  constexpr float kAmaxFloor = 6.0f * 0x1p-126f;
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b) {
+    float amax = lane_amax<kBlockValues>(x, b * kBlockValues);
+    if constexpr (kV < 32) amax = group_max<32 / kV>(amax);
+    const float scale = pow2_scale(ue8m0_byte(__fmul_rn(fmaxf(amax, kAmaxFloor), 1.0f / 6.0f), ref::ScalePow2::kExponentBitsCeil));
+    const float inv = __frcp_rn(scale);
+#pragma unroll
+    for (int i = 0; i < kBlockValues; ++i) {
+      float& v = x[b * kBlockValues + i];
+      v = __fmul_rn(e2m1_value(e2m1_code(__fadd_rn(__fmul_rn(v, inv), 0.0f), ref::Rounding::kNearestEven)), scale);
+    }
+  }
+}
+
 // One head quantised and written: value bytes at `values` (the head's slot, kValuesAlign-
 // aligned) and scale bytes at `scales`. Layout per reference/paged_cache.h / quantize.h.
 // `store` false: compute only (a lane group padding the last warp). Returns the fp8
-// per-head scale (1 otherwise), which the query path folds into the head weight.
+// per-head scale (1 otherwise), which the query path folds into the head weight. An fp4
+// first stage (QuantSpec::fp4_prestage) rewrites x in place.
 template <ref::StorageFormat kFormat, int kLanes, int kValuesAlign = 4>
-__device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part, const ref::QuantSpec& q,
+__device__ __forceinline__ float store_head(HeadPart<kLanes>& x, int part, const ref::QuantSpec& q,
                                             uint8_t* values, uint8_t* scales, bool store) {
   constexpr int kV = HeadGroup<kLanes>::kValues;
   if constexpr (kFormat == ref::StorageFormat::kFp32) {
@@ -143,6 +168,7 @@ __device__ __forceinline__ float store_head(const HeadPart<kLanes>& x, int part,
   } else {  // kFp4E2m1, kFp4SimulatedBf16: blocks of 32 values, each in one lane or 32/V lanes
     constexpr int kBlocks = kV >= 32 ? kV / 32 : 1;  // blocks this lane touches
     constexpr int kBlockValues = kV >= 32 ? 32 : kV;  // of which it holds this many
+    if (q.fp4_prestage == ref::Fp4Prestage::kFakeQuant) fp4_fake_quant_head<kLanes>(x);
     float scale[kBlocks], inv[kBlocks];
     int byte[kBlocks];
 #pragma unroll

@@ -24,6 +24,7 @@ __device__ __forceinline__ float reduce_head(const HeadPart<kLanes>& x, int part
   };
   if (order == ref::ReductionOrder::kSequential) return sequential_fold<kLanes>(x, part, fold);
   if (order == ref::ReductionOrder::kBlockTree) return block_tree_fold<kLanes>(x, part, fold);
+  if (order == ref::ReductionOrder::kWarpTreeHalves) return warp_tree_halves_fold<kLanes>(x, part, fold);
   return warp_tree_fold<kLanes>(x, fold);
 }
 

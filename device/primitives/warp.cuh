@@ -33,21 +33,12 @@ __device__ __forceinline__ float group_max(float v) {
   return v;
 }
 
-// ReductionOrder::kWarpTree: virtual lane v (terms 4v..4v+3) folds its 4 terms from 0, then
-// the xor butterfly over virtual lanes, masks 16, 8, 4, 2, 1 (p_v = p_v + p_{v^m}). Virtual
-// lane v sits in lane part v / kVirtualLanes, slot v % kVirtualLanes: masks of at least
-// kVirtualLanes cross lanes (xor mask / kVirtualLanes), smaller ones stay in the lane. fadd is
-// commutative, so both ends of each butterfly hold the same sum, as on a 32-lane warp.
-template <int kLanes, class Fold>
-__device__ __forceinline__ float warp_tree_fold(const float (&terms)[HeadGroup<kLanes>::kValues], Fold fold) {
-  constexpr int kSlots = HeadGroup<kLanes>::kVirtualLanes;
-  float p[kSlots];
-#pragma unroll
-  for (int j = 0; j < kSlots; ++j) {
-    p[j] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) p[j] = fold(p[j], terms[4 * j + i]);
-  }
+// The xor butterfly over 32 virtual lanes, masks 16, 8, 4, 2, 1 (p_v = p_v + p_{v^m}), with
+// kSlots consecutive virtual lanes held by each lane in p: masks of at least kSlots cross
+// lanes (xor mask / kSlots), smaller ones stay in the lane. fadd is commutative, so both
+// ends of each butterfly hold the same sum, as on a 32-lane warp.
+template <int kSlots>
+__device__ __forceinline__ void virtual_lane_butterfly(float (&p)[kSlots]) {
 #pragma unroll
   for (int mask = 16; mask >= 1; mask /= 2) {
     if (mask >= kSlots) {
@@ -61,7 +52,58 @@ __device__ __forceinline__ float warp_tree_fold(const float (&terms)[HeadGroup<k
       for (int j = 0; j < kSlots; ++j) p[j] = q[j];
     }
   }
+}
+
+// ReductionOrder::kWarpTree: virtual lane v (terms 4v..4v+3) folds its 4 terms from 0, then
+// the butterfly; virtual lane v sits in lane part v / kVirtualLanes, slot v % kVirtualLanes.
+template <int kLanes, class Fold>
+__device__ __forceinline__ float warp_tree_fold(const float (&terms)[HeadGroup<kLanes>::kValues], Fold fold) {
+  constexpr int kSlots = HeadGroup<kLanes>::kVirtualLanes;
+  float p[kSlots];
+#pragma unroll
+  for (int j = 0; j < kSlots; ++j) {
+    p[j] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[j] = fold(p[j], terms[4 * j + i]);
+  }
+  virtual_lane_butterfly<kSlots>(p);
   return p[0];
+}
+
+// ReductionOrder::kWarpTreeHalves: virtual lane l folds terms 2l+1, 2l, 64+2l, 65+2l from 0,
+// then kWarpTree's butterfly. At 1 lane a head all 32 virtual lanes compute in the lane.
+// Otherwise parts p < kLanes/2 hold the head half and p + kLanes/2 the matching stretch of
+// the tail, so virtual lane l's head pair and tail pair sit at the same local index 2j in
+// partners p and p ^ kLanes/2 (kSlots = V/2 virtual lanes a partner pair): the head part
+// folds its pair, hands the partial to the tail part (one shuffle a slot), which folds
+// its own pair on top. The butterfly then runs on the tail parts' partials, with slot
+// masks in the lane and larger masks across tail parts (xor mask / kSlots < kLanes/2, so
+// a tail part's partner is a tail part); the head parts run the same steps on values that
+// are not used, and take the result from their partner at the end.
+template <int kLanes, class Fold>
+__device__ __forceinline__ float warp_tree_halves_fold(const float (&terms)[HeadGroup<kLanes>::kValues], int part,
+                                                       Fold fold) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
+  constexpr int kSlots = kLanes == 1 ? 32 : kV / 2;
+  constexpr int kHalf = kLanes / 2;
+  float p[kSlots];
+#pragma unroll
+  for (int j = 0; j < kSlots; ++j) {
+    if constexpr (kLanes == 1) {
+      p[j] = fold(fold(fold(fold(0.0f, terms[2 * j + 1]), terms[2 * j]), terms[64 + 2 * j]), terms[65 + 2 * j]);
+    } else {
+      const float own = fold(fold(0.0f, terms[2 * j + 1]), terms[2 * j]);  // the head part's pair
+      const float head = __shfl_xor_sync(kFullMask, own, kHalf);
+      p[j] = fold(fold(head, terms[2 * j]), terms[2 * j + 1]);  // the tail part's pair on top
+    }
+  }
+  virtual_lane_butterfly<kSlots>(p);
+  if constexpr (kLanes == 1) {
+    return p[0];
+  } else {
+    const float from_tail = __shfl_xor_sync(kFullMask, p[0], kHalf);
+    return part >= kHalf ? p[0] : from_tail;
+  }
 }
 
 // ReductionOrder::kBlockTree: four groups of 32 terms (Triton's warps of one term a lane).

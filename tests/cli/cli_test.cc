@@ -31,11 +31,11 @@ CliRun run_shell(const std::string& command) {
 
 CliRun run(const std::string& args) { return run_shell(std::string(DSAF_CLI_PATH) + " " + args + " 2>/dev/null"); }
 
-TEST(CliRecipes, JsonListsAllNinePresetsWithTheirFields) {
+TEST(CliRecipes, JsonListsAllTenPresetsWithTheirFields) {
   const CliRun r = run("recipes --json");
   ASSERT_EQ(r.exit_code, 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j.size(), 9u);
+  ASSERT_EQ(j.size(), 10u);
   for (const auto& recipe : j) {
     for (const char* field : {"name", "key_norm", "rope", "hadamard", "key_quant", "query_quant",
                               "score", "topk", "page_size", "source"}) {
@@ -45,6 +45,9 @@ TEST(CliRecipes, JsonListsAllNinePresetsWithTheirFields) {
   EXPECT_EQ(j[6]["name"], "sglang-v4-fp8");
   EXPECT_EQ(j[6]["key_norm"]["rsqrt"], "sm90_approx");
   EXPECT_EQ(j[8]["cache_bytes_per_token"], 68);
+  EXPECT_EQ(j[9]["name"], "sglang-v41-fp4");
+  EXPECT_EQ(j[9]["key_norm"]["order"], "warp_tree_halves");
+  EXPECT_EQ(j[9]["key_quant"]["fp4_prestage"], "fake_quant");
 }
 
 TEST(CliExitCodes, BadUsageAndBadInputExitTwo) {
@@ -64,9 +67,9 @@ TEST(CliRecipes, LoadsAUserRecipeFile) {
   const CliRun r = run("recipes --json --file " + path);
   ASSERT_EQ(r.exit_code, 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j.size(), 10u);
-  EXPECT_EQ(j[9]["name"], "mine");
-  EXPECT_EQ(j[9]["hadamard"], false);
+  ASSERT_EQ(j.size(), 11u);
+  EXPECT_EQ(j[10]["name"], "mine");
+  EXPECT_EQ(j[10]["hadamard"], false);
 }
 
 }  // namespace

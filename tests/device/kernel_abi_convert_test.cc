@@ -17,7 +17,8 @@ namespace dsaf::dev {
 namespace {
 
 // The kernel fields added after version 1: v2 carries them, v1 cannot.
-const std::set<std::string> kAfterV1 = {"key_quant.fp4_zero_sign", "query_quant.fp4_zero_sign"};
+const std::set<std::string> kAfterV1 = {"key_quant.fp4_zero_sign", "query_quant.fp4_zero_sign",
+                                         "key_quant.fp4_prestage", "query_quant.fp4_prestage"};
 
 TEST(AbiRecipe, EveryV1MemberCarriesOneKernelFieldAndOnlyLaterFieldsLackOne) {
   std::set<std::string> kernel_fields, members;
@@ -77,7 +78,7 @@ TEST(AbiRecipe, MembersLandInTheFieldsTheyName) {
   const ref::RecipeFields r = from_abi(a);
   EXPECT_EQ(r.rope.pairing, ref::RopePairing::kNeox);
   EXPECT_EQ(r.key_quant.apply, ref::ScaleApply::kDivide);
-  EXPECT_EQ(r.query_quant.apply, ref::ScaleApply::kDivide);  // sglang-v4-fp8's own
+  EXPECT_EQ(r.query_quant.apply, ref::ScaleApply::kTimesReciprocal);  // sglang-v4-fp8's own
   EXPECT_EQ(r.key_norm.eps, 1e-5f);
   EXPECT_TRUE(r.query_rounding.hadamard);
   EXPECT_FALSE(r.key_rounding.hadamard);

@@ -12,7 +12,10 @@
 #include <gtest/gtest.h>
 
 #include "oracle/parallel.h"
-#include "oracle/study.h"
+#include "oracle/needle.h"
+#include "oracle/results_io.h"
+#include "oracle/study_keys.h"
+#include "oracle/sweep.h"
 #include "reference/error.h"
 #include "reference/projection.h"
 #include "reference/recipe.h"

@@ -1,6 +1,9 @@
 // The sweep and needle studies on small contexts: invariants that must hold whatever
 // the activations are; and the keys of their result files (results_io.h).
-#include "oracle/study.h"
+#include "oracle/needle.h"
+#include "oracle/results_io.h"
+#include "oracle/study_keys.h"
+#include "oracle/sweep.h"
 
 #include <algorithm>
 #include <cmath>

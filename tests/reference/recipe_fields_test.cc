@@ -95,7 +95,7 @@ TEST(RecipeFieldTable, EnumNamesAreUniqueAndListEveryValue) {
   });
 }
 
-// The roles the kernels rely on: 20 fields choose a key-kernel code path; eps and
+// The roles the kernels rely on: 21 fields choose a key-kernel code path; eps and
 // amax_floor are kernel fields that do not (they stay runtime values in a pinned path).
 TEST(RecipeFieldTable, KeyCodePathFieldsAreTheKeyKernelsBranches) {
   std::set<std::string> branch, kernel;
@@ -106,7 +106,7 @@ TEST(RecipeFieldTable, KeyCodePathFieldsAreTheKeyKernelsBranches) {
       EXPECT_TRUE(f.has(kKernelField)) << f.path;
     }
   });
-  EXPECT_EQ(branch.size(), 20u);
+  EXPECT_EQ(branch.size(), 21u);
   EXPECT_EQ(branch.count("key_norm.eps") + branch.count("key_quant.amax_floor"), 0u);
   EXPECT_EQ(kernel.count("key_norm.eps") + kernel.count("key_quant.amax_floor"), 2u);
   EXPECT_EQ(kernel.count("rope.table.theta") + kernel.count("score") + kernel.count("topk"), 0u);

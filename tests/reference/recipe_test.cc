@@ -1,4 +1,4 @@
-// Recipes: the nine presets of docs/design.md, JSON round trips and strict parsing errors.
+// Recipes: the ten presets of docs/design.md, JSON round trips and strict parsing errors.
 #include "reference/recipe.h"
 
 #include <fstream>
@@ -11,10 +11,10 @@
 namespace dsaf::ref {
 namespace {
 
-TEST(RecipePresets, AreTheNineOfTheDesignInOrder) {
+TEST(RecipePresets, AreTheTenOfTheDesignInOrder) {
   const std::vector<std::string> expected = {
-      "exact",         "dsv32-ref",      "dsv32-bf16",    "sglang-v32-fused", "vllm-v32",
-      "dsv4-ref",      "sglang-v4-fp8",  "sglang-v4-bf16", "sglang-v4-fp4"};
+      "exact",         "dsv32-ref",      "dsv32-bf16",     "sglang-v32-fused", "vllm-v32",
+      "dsv4-ref",      "sglang-v4-fp8",  "sglang-v4-bf16", "sglang-v4-fp4",    "sglang-v41-fp4"};
   std::vector<std::string> names;
   for (const Recipe& r : presets()) names.push_back(r.name);
   EXPECT_EQ(names, expected);

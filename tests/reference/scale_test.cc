@@ -748,5 +748,92 @@ TEST(Fp8Saturation, ValuesRoundingPastTheMaxClampOnlyWhenSaturating) {
   EXPECT_EQ(encode_e4m3fn(464.0f, Saturation::kNonSaturating), 0x7E);
 }
 
+// ---------------------------------------------------------------------------------
+// SGLang's V4.1 two-stage fp4 pack (docs/numerics.md §6.5), written out from the kernel's
+// formulas with this file's own encoder: ceil_exp(f) = biased exponent + (mantissa != 0).
+
+int ceil_exp(float f) {
+  const uint32_t b = bits_of(f);
+  return static_cast<int>((b >> 23) & 0xFF) + ((b & 0x7F'FFFF) != 0 ? 1 : 0);
+}
+float pow2_of(int biased) { return std::ldexp(1.0f, biased - 127); }
+
+struct Packed {
+  std::array<uint8_t, kN> codes;
+  std::array<uint8_t, 4> exponents;
+};
+Packed v41_pack(const Head& x) {
+  Packed out{};
+  for (int b = 0; b < 4; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+    // Stage 1: fake quantisation, scale from max(amax, 6 * 2^-126) * fl(1/6).
+    const int e1 = ceil_exp(std::max(amax, 6.0f * 0x1p-126f) * (1.0f / 6.0f));
+    std::array<float, 32> y;
+    for (int j = 0; j < 32; ++j) {
+      y[j] = e2m1_value(my_e2m1(x[32 * b + j] / pow2_of(e1) + 0.0f, Rounding::kNearestEven)) * pow2_of(e1);
+    }
+    // Stage 2: the pack, exponent of max(amax / 6, 1e-4), clamped to [1, 254].
+    float amax2 = 0;
+    for (float v : y) amax2 = std::max(amax2, std::fabs(v));
+    const int e2 = std::min(std::max(ceil_exp(std::max(amax2 / 6.0f, 1e-4f)), 1), 254);
+    out.exponents[b] = static_cast<uint8_t>(e2);
+    for (int j = 0; j < 32; ++j) {
+      uint8_t c = my_e2m1(y[j] / pow2_of(e2), Rounding::kNearestEven);
+      if ((c & 7) == 0) c = 0;  // the kernel's clear_negative_zero
+      out.codes[32 * b + j] = c;
+    }
+  }
+  return out;
+}
+
+// bf16 heads (what the kernels see after their bf16 rounding), blocks of mixed sizes: tiny
+// blocks below both floors, blocks near 6e-4, exact powers of two and their neighbours.
+TEST(ScaleQuantError, Fp4PrestageAndFloorReproduceTheV41PackWrittenOut) {
+  const QuantSpec spec = preset("sglang-v41-fp4").key_quant;
+  ASSERT_EQ(spec.fp4_prestage, Fp4Prestage::kFakeQuant);
+  std::mt19937 rng(41);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-40, 12);
+  int exponents_below_floor = 0, stages_differ = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    Head x{};
+    for (int b = 0; b < 4; ++b) {
+      const float magnitude = std::ldexp(1.0f, exponent(rng));
+      for (int j = 0; j < 32; ++j) x[32 * b + j] = decode_bf16(encode_bf16(magnitude * normal(rng)));
+      if (trial % 7 == 0) x[32 * b] = decode_bf16(encode_bf16(1.5f * magnitude));  // amax/6 a power of two
+    }
+    const Packed want = v41_pack(x);
+    const StoredHead got = store_head<float>(x.data(), spec);
+    for (int b = 0; b < 4; ++b) {
+      ASSERT_EQ(got.scale_bytes[b], want.exponents[b]) << "trial " << trial << " block " << b;
+      exponents_below_floor += want.exponents[b] == 114;  // 2^-13: the 1e-4 floor
+    }
+    for (int i = 0; i < kN; ++i) ASSERT_EQ(fp4_code(got, i), want.codes[i]) << "trial " << trial << " element " << i;
+    // The first stage matters: the one-stage pack of the same spec differs somewhere.
+    QuantSpec one_stage = spec;
+    one_stage.fp4_prestage = Fp4Prestage::kNone;
+    stages_differ += store_head<float>(x.data(), one_stage).value_bytes != got.value_bytes;
+  }
+  EXPECT_GT(exponents_below_floor, 1000);
+  EXPECT_GT(stages_differ, 100);
+}
+
+// The preset floors amax at 6e-4 before the divide; the kernel floors amax / 6 at 1e-4
+// after it. Under the exponent-bit ceiling the two give the same scale for every fp32
+// amax from 2^-30 to 2^10 (every 16th bit pattern, and every pattern near the floor).
+TEST(ScaleQuantError, FloorBeforeTheDivideEqualsTheKernelsFloorAfterItUnderTheCeiling) {
+  QuantSpec spec = fp4_spec(ScalePow2::kExponentBitsCeil, ScaleDivisor::kDivide, ScaleApply::kTimesReciprocal,
+                            Rounding::kNearestEven);
+  spec.amax_floor = 6e-4f;
+  const auto check = [&](uint32_t bits) {
+    const float amax = from_bits(bits);
+    const int kernel = ceil_exp(std::max(amax / 6.0f, 1e-4f));
+    ASSERT_EQ(bits_of(block_scale(amax, spec, 6.0f)), bits_of(pow2_of(kernel))) << amax;
+  };
+  for (uint32_t b = bits_of(0x1p-30f); b <= bits_of(0x1p10f); b += 16) check(b);
+  for (uint32_t b = bits_of(5.9e-4f); b <= bits_of(6.1e-4f); ++b) check(b);
+}
+
 }  // namespace
 }  // namespace dsaf::ref

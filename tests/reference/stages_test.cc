@@ -769,6 +769,19 @@ TEST(Reduce128, WarpTreeIsLaneFoldsThenBitReversedPairwiseTree) {
   EXPECT_EQ(reduce_expression(ReductionOrder::kWarpTree), balanced(leaves, 0, 32));
 }
 
+TEST(Reduce128, WarpTreeHalvesFoldsOnePairOfEachHalfOddFirstThenTheButterfly) {
+  // Lane l holds x_{2l}, x_{2l+1} (head half) and x_{64+2l}, x_{65+2l} (tail half) and
+  // folds x_{2l+1} first (SGLang's V4.1 SASS: FMUL of the odd square, FFMA of the rest);
+  // the butterfly is kWarpTree's (leaves in 5-bit-reversed lane order).
+  std::vector<std::string> leaves;
+  for (int k = 0; k < 32; ++k) {
+    const int l = bit_reverse5(k);
+    leaves.push_back("(((x" + std::to_string(2 * l + 1) + "+x" + std::to_string(2 * l) + ")+x" +
+                     std::to_string(64 + 2 * l) + ")+x" + std::to_string(65 + 2 * l) + ")");
+  }
+  EXPECT_EQ(reduce_expression(ReductionOrder::kWarpTreeHalves), balanced(leaves, 0, 32));
+}
+
 TEST(Reduce128, BlockTreeIsFourWarpButterfliesPairedAcross) {
   // Group g's lane 0 folds x_{32g} onto x_{32g+16}, then adds the partials of lanes 8, 4,
   // 2, 1 (each of which did the same with its own +16 term): in group-local indices the
