@@ -341,8 +341,21 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
   bool query_ok = true;
   const int64_t heads = q.num_tokens * q.num_heads;
   const int vb = ref::value_bytes_per_head(recipe.query_quant.format);
+  // A kernel may fold the fp8 per-head scale into the head weight and never write it
+  // (SGLang's V4 query kernel): every scale byte is then still the 0 the buffer started
+  // with, which no fp8 scale has (amax_floor > 0). The weights, judged bit-exact below,
+  // carry the scale's value through either weights_fold; fp4 block scales are not folded
+  // into anything, so an fp4 kernel must write them.
+  const bool scales_folded = recipe.query_quant.format == ref::StorageFormat::kFp8E4m3fn && !got.scales.empty() &&
+                             std::all_of(got.scales.begin(), got.scales.end(), [](uint8_t b) { return b == 0; });
+  if (scales_folded) {
+    report.text += "q scales: not written by the kernel (it folds them into the head weights, checked below)\n";
+    report.json["coverage"]["not_covered"].push_back("query path: q scales (not written; folded into the head weights)");
+    stages.push_back({{"stage", "q scales"}, {"pass", true}, {"written", false}, {"heads", heads}});
+  }
   for (const auto& [name, a, b] : {std::tuple{"q codes", &want.values, &got.values},
                                    std::tuple{"q scales", &want.scales, &got.scales}}) {
+    if (scales_folded && std::string(name) == "q scales") continue;
     const ByteVerdict v = compare_bytes(*a, *b);
     if (v.pass) {
       report.text += std::string(name) + ": byte-exact on " + std::to_string(heads) + " heads\n";
@@ -358,18 +371,19 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
       report.text += std::string(name) + ": MISMATCH, " + std::to_string(v.mismatches) + " of " +
                      std::to_string(v.bytes) + " bytes differ" + where + "\n  " + v.describe() + "\n";
     }
-    stages.push_back({{"stage", name}, {"pass", v.pass}, {"mismatches", v.mismatches}, {"bytes", v.bytes}});
+    stages.push_back(
+        {{"stage", name}, {"pass", v.pass}, {"mismatches", v.mismatches}, {"bytes", v.bytes}, {"heads", heads}});
   }
   const bool weights_ok = same_floats(want.weights, got.weights);
   report.text += weights_ok ? "head weights: bit-exact on " + std::to_string(heads) + " heads\n"
                             : std::string("head weights: MISMATCH\n");
-  stages.push_back({{"stage", "head weights"}, {"pass", weights_ok}});
+  stages.push_back({{"stage", "head weights"}, {"pass", weights_ok}, {"heads", heads}});
   query_ok = query_ok && weights_ok;
   if (!query_ok) {
     const auto fields = explaining_changes(recipe, [&](const ref::Recipe& r) {
       if (r.query_quant.format != recipe.query_quant.format) return false;
       const dev::HostQueryResult e = expected_query(r);
-      return e.values == got.values && e.scales == got.scales && same_floats(e.weights, got.weights);
+      return e.values == got.values && (scales_folded || e.scales == got.scales) && same_floats(e.weights, got.weights);
     });
     for (const std::string& f : fields) report.text += "  query path explained by one recipe field: " + f + "\n";
     if (fields.empty()) report.text += "  no single recipe field explains the query path\n";

@@ -133,6 +133,18 @@ def verdict_cells(v):
                 text += (f"; first failing row: K {f['k']}{batch}, row {f['row']}, length {f['length']:,}: "
                          f"{f['misses']} keys above the cut missing, {f['intruders']} below it selected")
             parts.append(text)
+        elif name in ("q codes", "q scales", "head weights"):
+            if name == "q codes":
+                query = [t for t in stages if t["stage"] in ("q codes", "q scales", "head weights")]
+                if all(t.get("pass") for t in query):
+                    heads = f", {s['heads']:,} heads" if "heads" in s else ""
+                    folded = any(t.get("written") is False for t in query)
+                    parts.append("query byte-exact (codes, " +
+                                 ("scales folded into the head weights, " if folded else "scales, ") +
+                                 f"head weights){heads}")
+                else:
+                    parts.append("query mismatch: " + ", ".join(
+                        f"{t['stage']} {'pass' if t.get('pass') else 'FAIL'}" for t in query))
         else:
             parts.append(f"{name}: {'pass' if s.get('pass') else 'FAIL'}")
     gaps = v.get("coverage", {}).get("not_covered", [])

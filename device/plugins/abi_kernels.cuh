@@ -47,9 +47,9 @@ __global__ void shift_tokens_kernel(const KeyStoreArgs a, const uint8_t* from, u
 
 template <PluginBug kBug>
 ref::RecipeFields plugin_recipe(ref::RecipeFields r) {
-  if constexpr (kBug == PluginBug::kReciprocal) {
-    r.key_quant.apply = ref::ScaleApply::kTimesReciprocal;
-    r.query_quant.apply = ref::ScaleApply::kTimesReciprocal;
+  if constexpr (kBug == PluginBug::kReciprocal) {  // the query's other scale application
+    r.query_quant.apply = r.query_quant.apply == ref::ScaleApply::kDivide ? ref::ScaleApply::kTimesReciprocal
+                                                                         : ref::ScaleApply::kDivide;
   }
   return r;
 }

@@ -4,7 +4,10 @@
 //   0  page64        key store and query path for pages of 64 tokens only (any other page
 //                    size is refused, as production kernels with a fixed page do);
 //   1  bf16-norm     takes the norm weight and bias in bf16 (its bf16 copies, widened) and
-//                    bf16 input only, as SGLang's V4 kernel does in its bf16 instantiation;
+//                    bf16 input only, as SGLang's V4 kernel does in its bf16 instantiation,
+//                    and never writes the q scales, as SGLang's V4 fp8 query kernel folds
+//                    its per-head scale into the head weight (verify accepts that for fp8
+//                    queries only);
 //   2  topk-set      top-K only, each row's selection returned in reverse (contract: set);
 //   3  topk-ties     top-K only, one tied key at the cut swapped for another key of the
 //                    same score (contract: set-ties), where a row has one;
@@ -59,7 +62,16 @@ int key_store(const dsaf_key_store_args_v2* a) {
   return status;
 }
 
-int query_quant(const dsaf_query_args_v2* a) { return abi_query_quant<PluginBug::kCorrect>(a, kAutoLanesPerHead); }
+int query_quant(const dsaf_query_args_v2* a) {
+  const int status = abi_query_quant<PluginBug::kCorrect>(a, kAutoLanesPerHead);
+  if (status != 0 || kVariant != 1) return status;
+  const int64_t rows = a->num_tokens * a->num_heads;
+  const int format = static_cast<int>(dsaf_recipe_field(a->recipe, "query_quant.format", 0));
+  return cudaMemset(a->q_scales, 0, static_cast<size_t>(rows) * scale_bytes(static_cast<dsaf::ref::StorageFormat>(format))) ==
+                 cudaSuccess
+             ? 0
+             : fail("bf16-norm: cudaMemset");
+}
 
 // Our top-K, then each row changed on the host as the variant says.
 int topk(const dsaf_topk_args_v1* a) {

@@ -1,6 +1,7 @@
 // File: example_plugin.cu — a plug-in built from our kernels (kernel_abi.h). Compiled
-// three times (device/CMakeLists.txt) with DSAF_PLUGIN_BUG = 0 (correct), 1 (multiply
-// by the reciprocal where the recipe divides) or 2 (keys written one slot late), so
+// three times (device/CMakeLists.txt) with DSAF_PLUGIN_BUG = 0 (correct), 1 (queries
+// multiplied by the scale's reciprocal where the recipe divides, divided where it
+// multiplies) or 2 (keys written one slot late), so
 // `verify` can be shown to pass the first and catch and name the other two.
 #include "device/plugins/abi_kernels.cuh"
 

@@ -56,9 +56,15 @@ TEST_F(VerifyPluginsGpu, AVersion1PluginCannotTakeAFieldAddedAfterIt) {
 }
 
 TEST_F(VerifyPluginsGpu, ReciprocalBugIsCaughtAndNamed) {
-  // sglang-v4-fp8 divides q by its plain amax/448 scale (docs/numerics.md §6.3).
-  const Result r = verify(DSAF_PLUGIN_RECIPROCAL, "sglang-v4-fp8");
+  // sglang-v4-fp8 multiplies q by the reciprocal of its plain amax/448 scale (docs/numerics.md
+  // §6.3); the plug-in divides by it, and sglang-v32-fused's divide (plain scale, not a power
+  // of two) it turns into a multiply.
+  Result r = verify(DSAF_PLUGIN_RECIPROCAL, "sglang-v4-fp8");
   EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("query_quant.apply: \"times_reciprocal\" -> \"divide\""), std::string::npos) << r.out;
+  r = verify(DSAF_PLUGIN_RECIPROCAL, "sglang-v32-fused");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("key cache: byte-exact"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("query_quant.apply: \"divide\" -> \"times_reciprocal\""), std::string::npos) << r.out;
 }
 
@@ -84,6 +90,19 @@ TEST_F(VerifyPluginsGpu, Bf16NormParametersAreDrawnBf16Exact) {
     EXPECT_NE(r.out.find("bf16-exact norm parameters"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("not covered: fp32 input (not declared)"), std::string::npos) << r.out;
   }
+}
+
+// The plug-in never writes q scales: for an fp8 query that is the scale folded into the
+// head weight (SGLang's V4 query kernel), which verify reports and judges through the
+// weights; fp4 block scales fold into nothing, so their absence is a mismatch.
+TEST_F(VerifyPluginsGpu, UnwrittenQScalesPassOnlyWhereTheWeightsCarryThem) {
+  Result r = verify(DSAF_PLUGIN_BF16_NORM, "sglang-v4-fp8");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("q scales: not written by the kernel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("head weights: bit-exact"), std::string::npos) << r.out;
+  r = verify(DSAF_PLUGIN_BF16_NORM, "sglang-v4-fp4");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("q scales: MISMATCH"), std::string::npos) << r.out;
 }
 
 TEST_F(VerifyPluginsGpu, AnUnorderedSetPassesItsContractAndIsOrderOnlyUnderOrdered) {
