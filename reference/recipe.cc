@@ -28,14 +28,14 @@ void validate_quant(const Recipe& r, const QuantSpec& q, const std::string& side
               side + "_quant.pow2 must round fp4 scales to a power of two (ue8m0)");
       break;
     default:
-      require(q.fp4_prestage == Fp4Prestage::kNone, r, side + "_quant.fp4_prestage applies to fp4 formats only");
       break;
   }
+  const bool fp4 = q.format == StorageFormat::kFp4E2m1 || q.format == StorageFormat::kFp4SimulatedBf16;
+  require(fp4 || q.fp4_prestage == Fp4Prestage::kNone, r, side + "_quant.fp4_prestage applies to fp4 formats only");
   require(q.amax_floor > 0.0f && std::isfinite(q.amax_floor), r, side + "_quant.amax_floor must be positive and finite");
   // Power-of-two scales read the exponent of amax_floor / qmax, which must be a normal
   // fp32 (see ue8m0_of in quantize.cc): floor >= qmax * 2^-126.
   if (q.pow2 != ScalePow2::kNone) {
-    const bool fp4 = q.format == StorageFormat::kFp4E2m1 || q.format == StorageFormat::kFp4SimulatedBf16;
     const float qmax = fp4 ? kFp4Max : kFp8Max;
     require(q.amax_floor >= qmax * 0x1p-126f, r,
             side + "_quant.amax_floor must be >= qmax * 2^-126 for a power-of-two scale rule");
@@ -62,6 +62,7 @@ Provenance modelled(std::string upstream, std::string why) {
   return {ProvenanceStatus::kModelled, std::move(upstream), std::move(why)};
 }
 constexpr const char* kSglangV4Kernels = "sglang 0.5.23 sglang/kernels/jit/csrc/deepseek_v4/fused_norm_rope_v2.cuh";
+constexpr const char* kSglangV4QueryKernels = "sglang/kernels/jit/csrc/deepseek_v4/main_norm_rope.cuh";
 constexpr const char* kDeepSeekReference =
     "not runnable here: DeepSeek's reference is PyTorch and TileLang code, and the GPU host has neither";
 
@@ -115,11 +116,12 @@ std::vector<Recipe> make_presets() {
             "docs/numerics.md §6.2-§6.4; rope FMA placement read from the kernel's sm_90a SASS; "
             "rsqrtf from the measured table (reference/data/)",
             f::sglang_v4_fp8(),
-            verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer",
-                     "keys: in the recorded H200 conformance run (docs/conformance.md), byte-exact on 28,480 "
-                     "tokens (every page size 1-256, prefill and "
-                     "decode, bf16 and fp32 input) and the same bytes as our kernel on 1M tokens; the query "
-                     "side is not read from a kernel")),
+            verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer (key); " + kSglangV4QueryKernels +
+                         " fused_q_indexer_rope_hadamard_quant (query)",
+                     "in the recorded H200 conformance run (docs/conformance.md): keys byte-exact on 28,480 "
+                     "tokens (every page size 1-256, prefill and decode, bf16 and fp32 input) and the same bytes "
+                     "as our kernel on 1M tokens; queries byte-exact in their codes and bit-exact in their head "
+                     "weights on 262,144 heads (the kernel folds the q scale into the weight and writes none)")),
       named("sglang-v4-bf16", "the seed incident's fix: sglang-v4-fp8 with a bf16 key store (256 B/token)",
             "docs/numerics.md §6.2-§6.4", f::sglang_v4_bf16(),
             modelled(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer (its values, stored as bf16)",
@@ -130,21 +132,23 @@ std::vector<Recipe> make_presets() {
             "SGLang V4 fp4 indexer: e2m1 blocks of 32, ue8m0 scales, threshold rounding "
             "(ties toward zero), 68 B/token; fp4 q with bf16 rope/Hadamard outputs",
             "docs/numerics.md §6.1-§6.3", f::sglang_v4_fp4(),
-            verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer_fp4",
-                     "keys: in the recorded H200 conformance run (docs/conformance.md), byte-exact on 28,480 "
-                     "tokens (every page size 1-256, prefill and "
-                     "decode, bf16 and fp32 input) and the same bytes as our kernel on 1M tokens; the query "
-                     "side is not read from a kernel")),
+            verified(std::string(kSglangV4Kernels) + " fused_norm_rope_indexer_fp4 (key); " + kSglangV4QueryKernels +
+                         " fused_q_indexer_rope_hadamard_fp4_quant (query)",
+                     "in the recorded H200 conformance run (docs/conformance.md): keys byte-exact on 28,480 "
+                     "tokens (every page size 1-256, prefill and decode, bf16 and fp32 input) and the same bytes "
+                     "as our kernel on 1M tokens; queries byte-exact in codes and scales and bit-exact in head "
+                     "weights on 262,144 heads")),
       named("sglang-v41-fp4",
             "SGLang V4.1 low-ratio indexer packs: RMSNorm over a pair of each half a lane, bf16 after "
             "norm and rope, no Hadamard, two fp4 stages (fake quantisation, then e2m1 with ue8m0 "
             "scales floored at 1e-4 after the divide), 68 B/token; fp4 q with bf16 head weights",
             "docs/numerics.md §6.5; reduction and rope FMA placement read from the kernels' sm_90a SASS",
             f::sglang_v41_fp4(),
-            modelled("sglang 0.5.23 sglang/kernels/jit/csrc/deepseek_v4/fp4_indexer_rope.cuh index_k_kernel "
+            verified("sglang 0.5.23 sglang/kernels/jit/csrc/deepseek_v4/fp4_indexer_rope.cuh index_k_kernel "
                      "(key), index_q_kernel (query)",
-                     "not yet run against the kernel on the GPU (conformance adapter "
-                     "sglang_v41_indexer_rope)")),
+                     "in the recorded H200 conformance run (docs/conformance.md): keys byte-exact on 12,684 tokens "
+                     "(every page size 1-256, prefill and decode, bf16 input), queries byte-exact in codes and "
+                     "scales and bit-exact in head weights on 262,144 heads")),
   };
   for (const Recipe& r : all) r.validate();
   return all;
