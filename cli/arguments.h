@@ -1,20 +1,58 @@
 // File: arguments.h
-// Command-line arguments checked before a command runs: recipes named on the command line
-// (presets plus those of an optional recipe file, whose names are unique and shadow no
-// preset: reference/recipe_json.h load_recipe_file), and the output files a command will
-// write.
+// Command-line arguments parsed and checked before a command runs: value lists, recipes
+// named on the command line (presets plus those of an optional recipe file, whose names
+// are unique and shadow no preset: reference/recipe_json.h load_recipe_file), and the
+// output files a command will write.
+//
+// Value lists. Malformed text throws dsaf::Error (kUsage) naming it.
+//   contexts: "2k..64k" = 2048, 4096, ..., 65536 (doubling, both ends included, the upper
+//             end must be reached exactly); "4096,8192"; "3000". k = 1024, m = 1024^2.
+//   reals:    "0.1..0.9" = 5 evenly spaced values; "0.1..0.9:9" = 9 values; "0.1,0.5".
+//   names:    "a,b,c" (no empty names).
 #pragma once
 
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "reference/error.h"
 #include "reference/recipe.h"
 
 namespace dsaf::cli {
 
-// `names`: comma-separated (ranges.h parse_names). Throws dsaf::Error(kUsage) listing the
-// presets for an unknown name, (kBadInput) for a bad recipe file.
-std::vector<ref::Recipe> resolve_recipes(const std::string& names, const std::string& file);
+// An option given with an empty value is an error, not "not given".
+inline const CLI::Validator kNotEmpty(
+    [](const std::string& value) { return value.empty() ? std::string("the value is empty") : std::string(); },
+    "NOT EMPTY");
+
+// A decimal integer in 0 .. 2^64-1, as its digits only (CLI11 would take "-1" for 2^64-1).
+inline const CLI::Validator kUnsigned(
+    [](const std::string& value) {
+      return value.empty() || value.size() > 20 || value.find_first_not_of("0123456789") != std::string::npos
+                 ? std::string("'" + value.substr(0, 40) + "' is not an integer in 0 .. 18446744073709551615")
+                 : std::string();
+    },
+    "UINT");
+
+// Runs `parse` (one of the value-list parsers below), naming `flag` in its error.
+template <class Parse>
+auto with_flag(const std::string& flag, Parse parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    throw Error(e.kind(), flag + ": " + e.what());
+  }
+}
+
+std::vector<int64_t> parse_contexts(const std::string& text);
+std::vector<double> parse_reals(const std::string& text, int default_points = 5);
+std::vector<std::string> parse_names(const std::string& text);
+
+// `names`: comma-separated (parse_names), given as `flag`. Throws dsaf::Error(kUsage) naming
+// the flag and listing the presets for an unknown name, (kBadInput) for a bad recipe file.
+std::vector<ref::Recipe> resolve_recipes(const std::string& flag, const std::string& names, const std::string& file);
 
 // An output file a command may write (by temp file and rename): not empty, not an existing
 // directory, device, FIFO or socket (a rename would replace the node), in a folder that

@@ -106,9 +106,9 @@ int run_detect(const std::string& path, const fixtures::CacheCapture& capture, c
 }
 
 void add_common_options(CLI::App* cmd, std::string& capture, std::string& recipe_file, std::string& json) {
-  cmd->add_option("--capture", capture, "cache capture .h5 file (fixtures/SCHEMA.md §10)")->required();
-  cmd->add_option("--recipe-file", recipe_file, "JSON file with more recipes");
-  cmd->add_option("--json", json, "write the result as JSON");
+  cmd->add_option("--capture", capture, "cache capture .h5 file (fixtures/SCHEMA.md §10)")->required()->check(kNotEmpty);
+  cmd->add_option("--recipe-file", recipe_file, "JSON file with more recipes")->check(kNotEmpty);
+  cmd->add_option("--json", json, "write the result as JSON")->check(kNotEmpty);
 }
 
 }  // namespace
@@ -116,18 +116,21 @@ void add_common_options(CLI::App* cmd, std::string& capture, std::string& recipe
 CaptureCommands::CaptureCommands(CLI::App& app) {
   compare_ = app.add_subcommand("compare", "compare a captured key cache with a recipe's bytes (or detect the recipe)");
   add_common_options(compare_, capture_path_, recipe_file_, json_path_);
-  compare_->add_option("--recipe", recipe_, "recipe the kernel implements; without it, detect the recipe");
+  compare_->add_option("--recipe", recipe_, "recipe the kernel implements; without it, detect the recipe")
+      ->check(kNotEmpty);
   detect_ = app.add_subcommand("detect", "which recipe reproduces a captured key cache, else the field that explains it");
   add_common_options(detect_, capture_path_, recipe_file_, json_path_);
-  detect_->add_option("--recipes", recipes_, "comma-separated candidates (default: the presets and the file's recipes)");
+  detect_->add_option("--recipes", recipes_, "comma-separated candidates (default: the presets and the file's recipes)")
+      ->check(kNotEmpty);
 }
 
 std::optional<int> CaptureCommands::run(const std::string& command_line) const {
   if (!compare_->parsed() && !detect_->parsed()) return std::nullopt;
+  if (!json_path_.empty()) check_output_file("--json", json_path_, "");
   const bool one_recipe = compare_->parsed() && !recipe_.empty();
   std::vector<ref::Recipe> candidates;
   if (one_recipe || !recipes_.empty()) {
-    candidates = resolve_recipes(one_recipe ? recipe_ : recipes_, recipe_file_);
+    candidates = resolve_recipes(one_recipe ? "--recipe" : "--recipes", one_recipe ? recipe_ : recipes_, recipe_file_);
     if (one_recipe && candidates.size() != 1) throw Error(ErrorKind::kUsage, "--recipe takes one recipe");
   } else {
     candidates = ref::presets();

@@ -24,9 +24,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/capture_commands.h"
-#include "cli/ranges.h"
 #include "cli/arguments.h"
+#include "cli/capture_commands.h"
 #include "cli/verify_command.h"
 #include "fixtures/fixture.h"
 #include "fixtures/slice.h"
@@ -288,7 +287,11 @@ int cmd_report(const std::string& results, const std::string& out_dir) {
     throw dsaf::Error(dsaf::ErrorKind::kEnvironment,
                       "report needs python3 with matplotlib (apt-get install python3-matplotlib)");
   }
-  prepare_out(out_dir);
+  // report.py creates the folder once the results have been read and drawn: here only
+  // what is in the way.
+  if (std::filesystem::exists(out_dir) && !std::filesystem::is_directory(out_dir)) {
+    throw dsaf::Error(dsaf::ErrorKind::kBadInput, "--out '" + out_dir + "': is not a directory");
+  }
   std::string err;
   const int status = run_program({python, script, results, out_dir}, false, err);
   if (status == 0) return kExitPass;
@@ -301,10 +304,7 @@ int cmd_report(const std::string& results, const std::string& out_dir) {
 
 }  // namespace
 
-// An option given with an empty value is an error, not "not given".
-const CLI::Validator kNotEmpty(
-    [](const std::string& value) { return value.empty() ? std::string("the value is empty") : std::string(); },
-    "NOT EMPTY");
+using dsaf::cli::kNotEmpty;
 
 int main(int argc, char** argv) {
   CLI::App app{"dsa-fidelity: bit-exact verifier for sparse-attention indexer kernels"};
@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
   std::string selftest_json;
   auto* selftest = app.add_subcommand("selftest", "exhaustive codec cross-checks vs independent oracles");
   selftest->add_option("--threads", threads, "worker threads")->check(CLI::Range(1, 4096));
-  selftest->add_option("--json", selftest_json, "write the results as JSON");
+  selftest->add_option("--json", selftest_json, "write the results as JSON")->check(kNotEmpty);
 
   std::string recipe_names, recipe_file, contexts_text = "2k..64k", out_dir;
   std::string activation = "outliers";
@@ -330,7 +330,7 @@ int main(int argc, char** argv) {
   std::string fixture_path;
   int64_t fixture_layer = -1;
   const auto add_study_options = [&](CLI::App* cmd) {
-    cmd->add_option("--recipes", recipe_names, "comma-separated recipe names")->required();
+    cmd->add_option("--recipes", recipe_names, "comma-separated recipe names")->required()->check(kNotEmpty);
     cmd->add_option("--recipe-file", recipe_file, "JSON file with more recipes")->check(kNotEmpty);
     cmd->add_option("--context", contexts_text, "context lengths, e.g. 2k..64k or 4096,8192");
     cmd->add_option("--topk", topk, "K of the top-K selection");
@@ -342,7 +342,8 @@ int main(int argc, char** argv) {
     cmd->add_option("--fixture", fixture_path,
                     "study a fixture's real weights and activations (fixtures/SCHEMA.md) instead of synthetic ones")
         ->check(kNotEmpty);
-    cmd->add_option("--fixture-layer", fixture_layer, "the fixture's activation layer (default: its only one)");
+    cmd->add_option("--fixture-layer", fixture_layer, "the fixture's activation layer (default: its only one)")
+        ->check(CLI::NonNegativeNumber);
   };
   int queries = 64, seeds = 1;
   bool attribution = false;
@@ -362,7 +363,10 @@ int main(int argc, char** argv) {
   std::vector<int64_t> slice_layers;
   auto* slice = app.add_subcommand("slice", "copy layers' indexer tensors from a checkpoint into an HDF5 fixture");
   slice->add_option("--checkpoint", slice_checkpoint_dir, "checkpoint folder (config.json, *.safetensors)")->required();
-  slice->add_option("--layers", slice_layers, "layer numbers, e.g. 3,10")->required()->delimiter(',');
+  slice->add_option("--layers", slice_layers, "layer numbers, e.g. 3,10")
+      ->required()
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
   slice->add_option("--out", slice_out, "output .h5 file")->required();
   std::string inspect_path;
   auto* inspect = app.add_subcommand("inspect", "validate and summarise a fixture");
@@ -370,7 +374,7 @@ int main(int argc, char** argv) {
   std::string results_path, report_out;
   auto* report = app.add_subcommand("report", "markdown + PNG plots of a sweep or needle result");
   report->add_option("results", results_path, "sweep.json or needle.json")->required();
-  report->add_option("--out", report_out, "output folder")->required();
+  report->add_option("--out", report_out, "output folder")->required()->check(kNotEmpty);
 
   dsaf::cli::VerifyOptions verify_options;
   auto* verify = dsaf::cli::add_verify_command(app, verify_options);
@@ -378,6 +382,17 @@ int main(int argc, char** argv) {
 
   std::string command_line = "dsa-fidelity";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::cerr << "dsa-fidelity: unknown command '" << std::string(argv[1]).substr(0, 60) << "' (commands: " << names
+              << ")\n";
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -388,7 +403,10 @@ int main(int argc, char** argv) {
   }
   try {
     if (*recipes) return cmd_recipes(recipes_json, recipes_file);
-    if (*selftest) return cmd_selftest(threads, selftest_json);
+    if (*selftest) {
+      if (!selftest_json.empty()) dsaf::cli::check_output_file("--json", selftest_json, "");
+      return cmd_selftest(threads, selftest_json);
+    }
     if (*report) return cmd_report(results_path, report_out);
     if (*slice) return cmd_slice(slice_checkpoint_dir, slice_layers, slice_out, command_line);
     if (*inspect) return cmd_inspect(inspect_path);
@@ -412,8 +430,8 @@ int main(int argc, char** argv) {
       acts.seed = activation_seed;
       acts.num_heads = activation_heads;
       if (activation_heads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--heads must be >= 1");
-      const auto chosen = dsaf::cli::resolve_recipes(recipe_names, recipe_file);
-      const auto contexts = dsaf::cli::parse_contexts(contexts_text);
+      const auto chosen = dsaf::cli::resolve_recipes("--recipes", recipe_names, recipe_file);
+      const auto contexts = dsaf::cli::with_flag("--context", [&] { return dsaf::cli::parse_contexts(contexts_text); });
       // A K at or above a context selects every key: recall 1.0 that says nothing.
       for (const int64_t n : contexts) {
         if (topk >= n) {
@@ -424,6 +442,15 @@ int main(int argc, char** argv) {
       }
       std::shared_ptr<const dsaf::oracle::ActivationSource> fixture_source;
       if (!fixture_path.empty()) {
+        // A fixture brings its own activations, heads and token order: a synthetic
+        // generator's option given beside it would be silently ignored.
+        const CLI::App* study = *sweep ? sweep : needle;
+        for (const char* option : {"--activations", "--activation-seed", "--heads", "--seeds"}) {
+          if (study->get_option_no_throw(option) != nullptr && study->count(option) > 0) {
+            throw dsaf::Error(dsaf::ErrorKind::kUsage,
+                              std::string(option) + " does not apply with --fixture (the fixture's activations are used)");
+          }
+        }
         const auto input = dsaf::fixtures::fixture_study_input(fixture_path, fixture_layer);
         fmt::print("{}\n", input.summary);
         fixture_source = input.source;
@@ -448,8 +475,8 @@ int main(int argc, char** argv) {
       dsaf::oracle::NeedleConfig config;
       config.recipes = chosen;
       config.contexts = contexts;
-      config.depths = dsaf::cli::parse_reals(depths_text);
-      config.margins = dsaf::cli::parse_reals(margins_text);
+      config.depths = dsaf::cli::with_flag("--depths", [&] { return dsaf::cli::parse_reals(depths_text); });
+      config.margins = dsaf::cli::with_flag("--margins", [&] { return dsaf::cli::parse_reals(margins_text); });
       for (const double m : config.margins) {
         if (!(m >= 0)) throw dsaf::Error(dsaf::ErrorKind::kUsage, fmt::format("--margins: {} is below 0 sigma", m));
       }

@@ -56,27 +56,31 @@ fixtures::CacheCapture capture_of(const oracle::SavedKeyBatch& saved, const std:
 
 CLI::App* add_verify_command(CLI::App& app, VerifyOptions& o) {
   auto* verify = app.add_subcommand("verify", "run a kernel on random tensors and page layouts; compare bytes with the reference");
-  verify->add_option("--recipe", o.recipe, "recipe the kernel implements")->required();
-  verify->add_option("--recipe-file", o.recipe_file, "JSON file with more recipes");
+  verify->add_option("--recipe", o.recipe, "recipe the kernel implements")->required()->check(kNotEmpty);
+  verify->add_option("--recipe-file", o.recipe_file, "JSON file with more recipes")->check(kNotEmpty);
   verify->add_option("--kernel", o.kernel,
                      "builtin (exact-order logits) or builtin-fast (tensor-core logits: fp8 or bf16 cache), each with "
                      "optional schedule knobs :1/2/4/8 (lanes per head), :grid1 (the key kernel in one block), "
                      ":batch-order/:tile-order/:hand-out (tile walk; default hand-out); or a plug-in library "
                      "(device/kernel_abi.h, ABI version 2 or 1)");
   verify->add_option("--cases", o.cases, "key tokens to check (at least)");
-  verify->add_option("--seed", o.seed, "random seed");
+  verify->add_option("--seed", o.seed, "random seed")->check(kUnsigned);
   verify->add_option("--topk-contract", o.topk_contract,
                      "check top-K under this contract instead of the kernel's: ordered | set | set-ties");
-  verify->add_option("--json", o.json, "write every verdict, the coverage and the reproduce command as JSON");
+  verify->add_option("--json", o.json, "write every verdict, the coverage and the reproduce command as JSON")
+      ->check(kNotEmpty);
   verify->add_option("--save-capture", o.save_capture,
                      "write the first failing key batch (else the first) and the kernel's cache bytes as a cache "
-                     "capture (fixtures/SCHEMA.md §10) that `compare` checks without a GPU");
+                     "capture (fixtures/SCHEMA.md §10) that `compare` checks without a GPU")
+      ->check(kNotEmpty);
   return verify;
 }
 
 int run_verify_command(const VerifyOptions& o, const std::string& command_line) {
   if (o.cases < 1) throw Error(ErrorKind::kUsage, "--cases must be >= 1");
-  const auto chosen = resolve_recipes(o.recipe, o.recipe_file);
+  if (!o.json.empty()) check_output_file("--json", o.json, "");
+  if (!o.save_capture.empty()) check_output_file("--save-capture", o.save_capture, "");
+  const auto chosen = resolve_recipes("--recipe", o.recipe, o.recipe_file);
   if (chosen.size() != 1) throw Error(ErrorKind::kUsage, "--recipe takes one recipe");
   oracle::VerifyConfig config;
   config.recipe = chosen[0];

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <functional>
@@ -370,13 +371,45 @@ std::unique_ptr<KernelUnderTest> open_builtin(const std::string& spec) {
 
 }  // namespace
 
-std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
+namespace {
+
+void require_gpu() {
   const GpuInfo gpu = query_gpu();
   if (gpu.device_count == 0) {
     throw Error(ErrorKind::kEnvironment,
                 "this needs a GPU: no CUDA device (" + (gpu.error.empty() ? "0 devices" : gpu.error) + ")");
   }
-  if (auto builtin = open_builtin(spec)) return builtin;
+}
+
+std::unique_ptr<KernelUnderTest> open_plugin(const std::string& spec);
+
+}  // namespace
+
+// The plug-in is opened and its table checked before the GPU is asked for, so a wrong path
+// or a broken library is reported on any machine.
+std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
+  if (auto builtin = open_builtin(spec)) {
+    require_gpu();
+    return builtin;
+  }
+  auto plugin = open_plugin(spec);
+  require_gpu();
+  return plugin;
+}
+
+namespace {
+
+std::unique_ptr<KernelUnderTest> open_plugin(const std::string& spec) {
+  // A path (dlopen searches the library path for a bare name) must be a regular file:
+  // dlopen would block on a FIFO and read a device.
+  if (spec.find('/') != std::string::npos) {
+    struct stat st {};
+    if (::stat(spec.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      throw Error(ErrorKind::kBadInput, "--kernel '" + spec + "': is " +
+                                            (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
+                                            ", not a plug-in library");
+    }
+  }
   void* handle = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) throw Error(ErrorKind::kEnvironment, "cannot load '" + spec + "': " + dlerror());
   const auto library = std::make_shared<Library>(handle);
@@ -403,5 +436,7 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
   if (scoring != nullptr && scoring->abi_version != DSAF_SCORING_ABI_VERSION) scoring = nullptr;
   return std::make_unique<KernelV1>(v1, scoring, library);
 }
+
+}  // namespace
 
 }  // namespace dsaf::dev

@@ -234,6 +234,11 @@ std::vector<Recipe> load_recipe_file(const std::string& path) {
 }
 
 json parse_untrusted_json(const std::string& text, const std::string& what) {
+  // A raw NUL byte is never part of JSON text (a string holds it as \u0000), and the
+  // parser would take one after the value as the end of the input: refuse it wherever it is.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    throw Error(ErrorKind::kBadInput, what + ": is not valid JSON (a NUL byte at offset " + std::to_string(nul) + ")");
+  }
   std::vector<std::set<std::string>> names;  // of each open object, innermost last
   std::string problem;
   const auto check = [&](int depth, json::parse_event_t event, json& parsed) {

@@ -8,7 +8,9 @@ and retention vs margin at the longest context.
 """
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 import matplotlib
 
@@ -164,8 +166,18 @@ def main():
         kind = res.get("kind") if isinstance(res, dict) else None
         if kind not in ("sweep", "needle"):
             raise ValueError(f"not a sweep or needle result (kind={kind!r})")
-        os.makedirs(out, exist_ok=True)
-        (sweep_report if kind == "sweep" else needle_report)(res, out)
+        # Drawn into a temporary folder beside OUT_DIR, then moved in file by file (each
+        # move a rename on one file system): a failure half-way leaves OUT_DIR as it was.
+        parent = os.path.dirname(os.path.abspath(out))
+        os.makedirs(parent, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".report-", dir=parent)
+        try:
+            (sweep_report if kind == "sweep" else needle_report)(res, staging)
+            os.makedirs(out, exist_ok=True)
+            for name in sorted(os.listdir(staging)):
+                os.replace(os.path.join(staging, name), os.path.join(out, name))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, ZeroDivisionError,
             RecursionError) as e:
         # One line, exit 2 (dsa-fidelity report prints it): a results file this script

@@ -12,22 +12,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/cli_run.h"
+
 namespace {
 
-struct CliRun {
-  int exit_code;
-  std::string out;
-};
-
-// A shell command's exit code and stdout.
-CliRun run_shell(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using dsaf::testing_cli::CliRun;
+using dsaf::testing_cli::run_shell;
 
 CliRun run(const std::string& args) { return run_shell(std::string(DSAF_CLI_PATH) + " " + args + " 2>/dev/null"); }
 

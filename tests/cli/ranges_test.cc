@@ -1,5 +1,5 @@
-// Command-line value lists (cli/ranges.h): accepted forms and clear rejections.
-#include "cli/ranges.h"
+// Command-line value lists (cli/arguments.h): accepted forms and clear rejections.
+#include "cli/arguments.h"
 
 #include <gtest/gtest.h>
 
