@@ -1,7 +1,11 @@
 // File: arguments.cc — value lists, recipes by name and output files (arguments.h).
 #include "cli/arguments.h"
 
+#include <unistd.h>
+
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -118,6 +122,46 @@ std::vector<ref::Recipe> resolve_recipes(const std::string& flag, const std::str
     if (!found) out.push_back(with_flag(flag, [&] { return ref::preset(name); }));  // throws, listing the presets
   }
   return out;
+}
+
+int64_t parse_size(const std::string& flag, const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  const std::string unit = text.substr(digits);
+  int shift = -1;
+  if (unit.empty()) shift = 0;
+  if (unit == "k" || unit == "K") shift = 10;
+  if (unit == "m" || unit == "M") shift = 20;
+  if (unit == "g" || unit == "G") shift = 30;
+  if (unit == "t" || unit == "T") shift = 40;
+  if (digits == 0 || digits > 12 || shift < 0) {
+    throw Error(ErrorKind::kUsage, flag + ": '" + text.substr(0, 40) + "' is not a size (e.g. 4096, 512m, 8g)");
+  }
+  const int64_t value = std::stoll(text.substr(0, digits));
+  if (value < 1 || value > (int64_t{1} << (62 - shift))) {
+    throw Error(ErrorKind::kUsage, flag + ": '" + text + "' is out of range");
+  }
+  return value << shift;
+}
+
+int64_t default_memory_limit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return int64_t{1} << 62;  // unknown: no default limit
+  return static_cast<int64_t>(pages) * page / 10 * 8;
+}
+
+void require_memory(const std::string& what, int64_t estimate, int64_t limit, const std::string& lower) {
+  if (estimate <= limit) return;
+  throw Error(ErrorKind::kUsage, what + " needs about " + size_text(estimate) + ", more than the " + size_text(limit) +
+                                     " allowed (--max-memory; default 80% of physical memory): " + lower);
+}
+
+std::string size_text(int64_t bytes) {
+  char text[32];
+  const bool gib = bytes >= (int64_t{1} << 30);
+  std::snprintf(text, sizeof text, gib ? "%.1f GiB" : "%.0f MiB",
+                static_cast<double>(bytes) / (gib ? (int64_t{1} << 30) : (int64_t{1} << 20)));
+  return text;
 }
 
 void check_output_file(const std::string& flag, const std::string& out, const std::string& input_dir) {

@@ -50,6 +50,16 @@ std::vector<int64_t> parse_contexts(const std::string& text);
 std::vector<double> parse_reals(const std::string& text, int default_points = 5);
 std::vector<std::string> parse_names(const std::string& text);
 
+// Memory. A size: bytes, or a number with k, m, g or t (powers of 1024), e.g. "512m",
+// "8g". The default limit of a command is 80% of the machine's physical memory.
+int64_t parse_size(const std::string& flag, const std::string& text);
+int64_t default_memory_limit();
+// Throws dsaf::Error(kUsage), one line, when `estimate` (a command's memory model) is over
+// `limit`: what needs it, both sizes, and `lower` (the flags that shrink the estimate).
+void require_memory(const std::string& what, int64_t estimate, int64_t limit, const std::string& lower);
+// "312 MiB", "44.8 GiB".
+std::string size_text(int64_t bytes);
+
 // `names`: comma-separated (parse_names), given as `flag`. Throws dsaf::Error(kUsage) naming
 // the flag and listing the presets for an unknown name, (kBadInput) for a bad recipe file.
 std::vector<ref::Recipe> resolve_recipes(const std::string& flag, const std::string& names, const std::string& file);

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -102,11 +103,20 @@ int cmd_selftest(int threads, const std::string& json_path) {
 }
 
 // A progress line on stderr when it is a terminal; nothing otherwise.
+// A progress bar on a terminal: units done, elapsed time and an estimate of the time left,
+// elapsed x (total - done) / done (the units are (context, seed or trial, recipe) in
+// order of growing context, so the estimate starts low and rises to the truth).
 dsaf::oracle::Progress progress_line(const char* what) {
   if (!isatty(STDERR_FILENO)) return nullptr;
-  return [what](int64_t done, int64_t total) {
-    std::fprintf(stderr, "\r%s: %lld/%lld", what, static_cast<long long>(done),
-                 static_cast<long long>(total));
+  const auto start = std::chrono::steady_clock::now();
+  return [what, start](int64_t done, int64_t total) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+    const std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
+    const double left = done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
+    std::fprintf(stderr, "\r%s [%s] %lld/%lld  %.0f s elapsed, about %.0f s left   ", what, bar.c_str(),
+                 static_cast<long long>(done), static_cast<long long>(total), elapsed, left);
     if (done == total) std::fprintf(stderr, "\n");
     std::fflush(stderr);
   };
@@ -309,6 +319,12 @@ using dsaf::cli::kNotEmpty;
 int main(int argc, char** argv) {
   CLI::App app{"dsa-fidelity: bit-exact verifier for sparse-attention indexer kernels"};
   app.require_subcommand(1);
+  std::string max_memory_text;
+  app.add_option("--max-memory", max_memory_text,
+                 "memory a command may plan for (bytes, or with k/m/g/t; default 80% of physical memory): "
+                 "sweep and needle refuse a larger estimate, file loaders read no more")
+      ->check(kNotEmpty);
+  app.fallthrough();
 
   bool recipes_json = false;
   std::string recipes_file;
@@ -402,6 +418,9 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   }
   try {
+    const int64_t max_memory = max_memory_text.empty() ? dsaf::cli::default_memory_limit()
+                                                       : dsaf::cli::parse_size("--max-memory", max_memory_text);
+    dsaf::fixtures::set_read_limit(max_memory);
     if (*recipes) return cmd_recipes(recipes_json, recipes_file);
     if (*selftest) {
       if (!selftest_json.empty()) dsaf::cli::check_output_file("--json", selftest_json, "");
@@ -469,6 +488,11 @@ int main(int argc, char** argv) {
         config.activations = acts;
         config.source = fixture_source;
         config.threads = study_threads;
+        const int64_t planned = dsaf::oracle::sweep_peak_bytes(config);
+        dsaf::cli::require_memory("sweep", planned, max_memory,
+                                  "lower --context (its longest), --queries or --threads, or study fewer recipes");
+        fmt::print("memory: about {} planned (--max-memory {})\n", dsaf::cli::size_text(planned),
+                   dsaf::cli::size_text(max_memory));
         return cmd_sweep(config, out_dir, command_line);
       }
       if (trials < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--trials must be >= 1");
@@ -485,6 +509,10 @@ int main(int argc, char** argv) {
       config.activations = acts;
       config.source = fixture_source;
       config.threads = study_threads;
+      const int64_t planned = dsaf::oracle::needle_peak_bytes(config);
+      dsaf::cli::require_memory("needle", planned, max_memory, "lower --context (its longest) or study fewer recipes");
+      fmt::print("memory: about {} planned (--max-memory {})\n", dsaf::cli::size_text(planned),
+                 dsaf::cli::size_text(max_memory));
       return cmd_needle(config, out_dir, command_line);
     }
   } catch (const dsaf::Error& e) {

@@ -208,6 +208,14 @@ const NeedleOutcome* outcome_of(const NeedleCase& c, const std::string& name) {
 
 }  // namespace
 
+int64_t needle_peak_bytes(const NeedleConfig& config) {
+  if (config.contexts.empty()) return kStudyBaseBytes;
+  const int64_t n = *std::max_element(config.contexts.begin(), config.contexts.end());
+  const int64_t members = static_cast<int64_t>(config.recipes.size());
+  return 2 * n * kKeyMatrixBytesPerKey + (members + 4) * n * 8 +
+         distinct_rope_tables(config.recipes) * n * kRopeBytesPerPosition + kStudyBaseBytes;
+}
+
 NeedleResult run_needle(const NeedleConfig& config, const Progress& progress) {
   if (config.recipes.empty() || config.contexts.empty() || config.depths.empty() ||
       config.margins.empty() || config.trials < 1 || config.topk < 1) {

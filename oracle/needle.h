@@ -99,4 +99,11 @@ struct NeedleResult {
 
 NeedleResult run_needle(const NeedleConfig& config, const Progress& progress);
 
+// An upper bound of run_needle's peak memory (study_keys.h's model): at the longest context
+// n, the exact oracle's key matrix and score row stay while each of the group's M recipes
+// builds its key matrix and keeps its score row; each depth adds the other keys' scores and
+// a position order (2 x n x 8):
+//   2 x key matrix + (M + 4) x n x 8 + RoPE tables + base, M = the recipes.
+int64_t needle_peak_bytes(const NeedleConfig& config);
+
 }  // namespace dsaf::oracle

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 
 #include "oracle/parallel.h"
 #include "oracle/study_internal.h"
@@ -100,6 +101,21 @@ ref::PreparedQuery build_query(const Recipe& recipe, const ActivationSource& act
   const ref::QueryOutput out =
       ref::run_query_path(recipe, q.data(), H, wproj.data(), static_cast<int>(t), rope);
   return ref::prepare_query(out.heads, out.weights);
+}
+
+int64_t distinct_oracles(const std::vector<Recipe>& recipes) {
+  std::set<std::string> keys;
+  for (const Recipe& r : recipes) keys.insert(study_detail::exact_model_key(r));
+  return static_cast<int64_t>(keys.size());
+}
+
+int64_t distinct_rope_tables(const std::vector<Recipe>& recipes) {
+  std::set<std::vector<double>> tables;
+  for (const Recipe& r : recipes) {
+    const ref::RopeTableSpec& t = r.rope.table;
+    tables.insert({t.theta, t.yarn_factor, t.original_seq_len, t.beta_fast, t.beta_slow});
+  }
+  return static_cast<int64_t>(tables.size());
 }
 
 std::vector<std::pair<std::string, Recipe>> stage_variants(const Recipe& recipe) {

@@ -38,4 +38,16 @@ ref::PreparedQuery build_query(const ref::Recipe& recipe, const ActivationSource
 // so "exact" here means: the stage contributes fp32 rounding only.
 std::vector<std::pair<std::string, ref::Recipe>> stage_variants(const ref::Recipe& recipe);
 
+// The studies' memory model (sweep_peak_bytes, needle_peak_bytes), in bytes:
+//   a key matrix of n keys: n x (128 + 1) doubles (ref::KeyMatrix: dot values and scales);
+//   a RoPE table of the study's longest context: 64 floats a position (cos and sin);
+//   a score row of n keys: n doubles; a top-K selection: K int64 indices;
+//   the process itself (code, libraries, the activation generator): kStudyBaseBytes.
+inline constexpr int64_t kKeyMatrixBytesPerKey = 129 * 8;
+inline constexpr int64_t kRopeBytesPerPosition = 64 * 4;
+inline constexpr int64_t kStudyBaseBytes = int64_t{64} << 20;
+// How many distinct oracles (ref::exact_of models) and RoPE tables a recipe list needs.
+int64_t distinct_oracles(const std::vector<ref::Recipe>& recipes);
+int64_t distinct_rope_tables(const std::vector<ref::Recipe>& recipes);
+
 }  // namespace dsaf::oracle

@@ -42,6 +42,21 @@ struct Oracle {
 
 }  // namespace
 
+int64_t sweep_peak_bytes(const SweepConfig& config) {
+  if (config.contexts.empty()) return kStudyBaseBytes;
+  const int64_t n = *std::max_element(config.contexts.begin(), config.contexts.end());
+  std::vector<Recipe> studied = config.recipes;
+  if (config.attribution) {
+    for (const Recipe& r : config.recipes) {
+      for (auto& [stage, variant] : stage_variants(r)) studied.push_back(variant);
+    }
+  }
+  const int64_t keys = n * kKeyMatrixBytesPerKey, q = config.queries;
+  const int64_t oracle = keys + q * (n + config.topk) * 8;
+  return distinct_oracles(studied) * oracle + keys + std::max(1, config.threads) * 2 * n * 8 +
+         distinct_rope_tables(studied) * n * kRopeBytesPerPosition + kStudyBaseBytes;
+}
+
 SweepResult run_sweep(const SweepConfig& config, const Progress& progress) {
   if (config.recipes.empty() || config.contexts.empty() || (config.seeds.empty() && !config.source) ||
       config.queries < 1 || config.topk < 1 || config.page_size < 1) {

@@ -81,4 +81,12 @@ struct SweepResult {
 // Metrics of every recipe against its exact oracle.
 SweepResult run_sweep(const SweepConfig& config, const Progress& progress);
 
+// An upper bound of run_sweep's peak memory (study_keys.h's model), from its loop: at the
+// longest context n, with Q query rows, K and T threads, every distinct oracle O keeps its
+// key matrix while its scores are drawn, then Q score rows and Q top-K selections for the
+// context; each studied recipe then builds one key matrix and scores a row per thread
+// (index_scores' row and its copy):
+//   O x (key matrix + Q x (n + K) x 8) + key matrix + T x 2 x n x 8 + RoPE tables + base.
+int64_t sweep_peak_bytes(const SweepConfig& config);
+
 }  // namespace dsaf::oracle

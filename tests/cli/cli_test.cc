@@ -6,8 +6,10 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -355,6 +357,90 @@ TEST(CliInspect, NamesWhatThePathIsWhenItIsNotAFile) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << path << " -> " << r.out;
     EXPECT_NE(r.out.find(path), std::string::npos) << path << " -> " << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << path << " -> " << r.out;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A command run without a shell, with its peak resident memory (wait4's rusage of that
+// child) and stdout.
+struct Measured {
+  int exit_code = -1;
+  int64_t max_rss_bytes = 0;
+  std::string out;
+};
+Measured run_measured(const std::vector<std::string>& args) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  Measured m;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) m.out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  struct rusage usage {};
+  wait4(child, &status, 0, &usage);
+  m.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  m.max_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: kilobytes
+  return m;
+}
+
+// "memory: about 158 MiB planned (...)" -> bytes.
+int64_t planned_bytes(const std::string& out) {
+  const size_t at = out.find("memory: about ");
+  if (at == std::string::npos) return -1;
+  const double value = std::stod(out.substr(at + 14));
+  const bool gib = out.compare(out.find(' ', at + 14) + 1, 3, "GiB") == 0;
+  return static_cast<int64_t>(value * (gib ? (1 << 30) : (1 << 20)));
+}
+
+// The studies' memory model (oracle/study_keys.h) is an upper bound of what they use, and
+// not a loose one: measured peak RSS <= the plan <= 3 x the measured peak, at a context
+// where the key matrices dominate.
+TEST(CliResources, TheMemoryPlanBoundsTheMeasuredPeak) {
+  const std::string cli = DSAF_CLI_PATH;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{cli, "sweep", "--recipes", "dsv32-ref,sglang-v4-fp8", "--context", "32k", "--topk",
+                                 "512", "--queries", "8", "--heads", "4", "--threads", "2"},
+        std::vector<std::string>{cli, "needle", "--recipes", "dsv32-ref,sglang-v4-fp8", "--context", "32k", "--topk",
+                                 "512", "--heads", "4", "--trials", "1", "--depths", "0.5", "--margins", "0.5",
+                                 "--threads", "2"}}) {
+    const Measured m = run_measured(args);
+    ASSERT_EQ(m.exit_code, 0) << args[1] << ": " << m.out;
+    const int64_t plan = planned_bytes(m.out);
+    ASSERT_GT(plan, 0) << m.out;
+    EXPECT_LE(m.max_rss_bytes, plan) << args[1] << ": measured " << m.max_rss_bytes << " B, planned " << plan;
+    EXPECT_LE(plan, 3 * m.max_rss_bytes) << args[1] << ": measured " << m.max_rss_bytes << " B, planned " << plan;
+  }
+}
+
+TEST(CliResources, APlanOverTheLimitIsRefusedBeforeTheRun) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"sweep --recipes dsv32-ref --context 16m --topk 512", "sweep needs about"},
+      {"--max-memory 64m needle --recipes dsv32-ref --context 64k --topk 512", "more than the 64 MiB allowed"},
+      {"needle --max-memory 64m --recipes dsv32-ref --context 64k --topk 512", "lower --context"},
+      {"--max-memory 2x recipes", "--max-memory: '2x' is not a size"},
+      {"--max-memory 0 recipes", "--max-memory"},
+      {"--max-memory 1k inspect " + std::string(DSAF_FIXTURE_DATA) + "/dsv32_indexer_synthetic.h5", "size limit"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const CliRun r = run_capturing_stderr("__timeout__ " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << " -> " << r.out;
+    EXPECT_NE(r.out.find(needle), std::string::npos) << args << " -> " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << " -> " << r.out;
   }
 }
 
