@@ -90,8 +90,12 @@ std::vector<double> parse_reals(const std::string& text, int default_points) {
   }
   const double from = parse_real(text.substr(0, dots));
   const double to = parse_real(upper);
-  if (to < from) bad("range (lower..upper)", text);
-  for (int i = 0; i < points; ++i) out.push_back(from + (to - from) * i / (points - 1));
+  if (to < from || !std::isfinite(to - from)) bad("range (lower..upper, a finite span)", text);
+  for (int i = 0; i < points; ++i) {
+    const double v = from + (to - from) * i / (points - 1);
+    if (!std::isfinite(v)) bad("range (lower..upper, a finite span)", text);  // (to - from) * i overflowed
+    out.push_back(v);
+  }
   return out;
 }
 

@@ -22,6 +22,7 @@
 
 #include "fuzz/page_table_input.h"
 #ifdef DSAF_FUZZ_HAVE_FIXTURE
+#include "fixtures/cache_capture.h"
 #include "fixtures/fixture.h"
 #include "fixtures/hdf5_io.h"
 #include "fuzz/tiny_fixture.h"
@@ -128,6 +129,19 @@ void recipe_seeds(const fs::path& dir) {
   write_text(dir / "unknown_field.json", R"({"base":"dsv32-ref","name":"x","key_quant":{"blocks":128}})");
   write_text(dir / "bad_enum.json", R"({"base":"dsv32-ref","name":"x","rope":{"pairing":"gptj"}})");
   write_text(dir / "fp64_fp8.json", R"({"base":"exact","name":"x","key_quant":{"format":"fp8_e4m3fn"}})");
+}
+
+// fuzz_cli_arguments: arguments separated by NUL bytes, each form the parsers accept and a
+// few near misses.
+void cli_argument_seeds(const fs::path& dir) {
+  const std::vector<std::pair<std::string, std::string>> seeds = {
+      {"contexts", std::string("2k..64k\0") + "4096,8192\0" + "3000\0" + "1m"},
+      {"reals", std::string("0.1..0.9\0") + "0.1..0.9:9\0" + "0.01,0.03,0.1\0" + "-1e308..1e308"},
+      {"names", std::string("dsv32-ref,sglang-v4-fp8\0") + "a,,b\0" + ","},
+      {"sizes", std::string("512m\0") + "8g\0" + "4096\0" + "2x\0" + "0"},
+      {"seeds", std::string("18446744073709551615\0") + "-1\0" + "184467440737095516150\0"},
+  };
+  for (const auto& [name, text] : seeds) write_text(dir / (name + ".txt"), text);
 }
 
 void page_table_seeds(const fs::path& dir) {
@@ -256,6 +270,50 @@ void hdf5_fixture_seeds(const fs::path& dir) {
     }
   }
 }
+
+// fuzz_cache_capture: two tiny valid captures (a slot map with an unwritten token, and
+// sequences with page tables), written by write_cache_capture.
+void cache_capture_seeds(const fs::path& dir) {
+  for (int variant = 0; variant < 2; ++variant) {
+    dsaf::fixtures::CacheCapture c;
+    c.engine = "fuzz seed";
+    c.kernel = "none";
+    c.generator = "fuzz_make_seeds";
+    c.recipe = variant == 0 ? "sglang-v4-fp8" : "sglang-v4-fp4";
+    c.format = variant == 0 ? dsaf::ref::StorageFormat::kFp8E4m3fn : dsaf::ref::StorageFormat::kFp4E2m1;
+    c.page_size = 4;
+    constexpr int kTokens = 6;
+    for (int t = 0; t < kTokens; ++t) {
+      c.positions.push_back(t);
+      for (int i = 0; i < 128; ++i) c.k.push_back(static_cast<float>((t * 128 + i) % 17 - 8) / 8.0f);
+    }
+    c.norm_weight.assign(128, 1.0f);
+    c.rope_cos.assign(kTokens * 32, 1.0f);
+    c.rope_sin.assign(kTokens * 32, 0.0f);
+    if (variant == 0) {
+      c.slots = {0, 1, 2, 3, 4, -1};
+    } else {
+      c.seq.assign(kTokens, 0);
+      c.page_tables = {1, 0};
+      c.page_table_stride = 2;
+    }
+    const int token_bytes = variant == 0 ? 132 : 68;
+    c.cache.resize(static_cast<size_t>(2 * c.page_size * token_bytes));
+    for (size_t i = 0; i < c.cache.size(); ++i) c.cache[i] = static_cast<uint8_t>(i * 7);
+    const std::string path = (dir / (variant == 0 ? "slots.h5" : "page_tables.h5")).string();
+    dsaf::fixtures::write_cache_capture(c, path);
+    {  // fixed-length strings, as hdf5_fixture_seeds (docs/fuzzing.md: libhdf5's global heap)
+      dsaf::fixtures::h5::File file = dsaf::fixtures::h5::File::open_read_write(path);
+      fix_string_attrs(file.root());
+      file.close();
+    }
+    const dsaf::fixtures::CacheCapture back = dsaf::fixtures::read_cache_capture(path);
+    if (back.cache != c.cache || back.k != c.k) {
+      std::fprintf(stderr, "%s reads differently after the string rewrite\n", path.c_str());
+      std::exit(2);
+    }
+  }
+}
 #endif
 
 }  // namespace
@@ -266,7 +324,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path out = argv[1];
-  for (const char* sub : {"safetensors", "recipe_json", "page_table"}) fs::create_directories(out / sub);
+  for (const char* sub : {"safetensors", "recipe_json", "page_table", "cli_arguments"}) fs::create_directories(out / sub);
+  cli_argument_seeds(out / "cli_arguments");
   safetensors_seeds(out / "safetensors");
   recipe_seeds(out / "recipe_json");
   page_table_seeds(out / "page_table");
@@ -275,6 +334,8 @@ int main(int argc, char** argv) {
   hdf5_fixture_seeds(out / "hdf5_fixture");
   fs::create_directories(out / "fixture_schema");
   fixture_schema_seeds(out / "fixture_schema");
+  fs::create_directories(out / "cache_capture");
+  cache_capture_seeds(out / "cache_capture");
 #endif
   return 0;
 }

@@ -7,7 +7,7 @@
 #                                libFuzzer targets (scripts/fuzz.sh, clang, build-fuzz/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install_deps.sh
+scripts/setup.sh --deps
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 jobs=$(nproc)
 # Python packages of the safetensors round-trip test (tests/python), best effort. Debian's
@@ -46,11 +46,11 @@ if [ "${1:-}" = "--sanitize" ]; then
   # The libFuzzer targets (clang, build-fuzz/): build, then 2000 runs of each from its
   # seeds, so that a broken fuzzer fails CI (docs/fuzzing.md has the long runs). libhdf5
   # 1.10 itself crashes or hangs on some damaged files within a few hundred mutations
-  # (fuzz/crashes/README.md), so the raw-bytes HDF5 target runs over its seeds only.
-  scripts/fuzz.sh -runs=2000 fuzz_safetensors fuzz_recipe_json fuzz_page_table
+  # (fuzz/crashes/README.md), so the raw-bytes HDF5 targets run over their seeds only.
+  scripts/fuzz.sh -runs=2000 fuzz_safetensors fuzz_recipe_json fuzz_page_table fuzz_cli_arguments
   if [ -f fixtures/fixture.h ]; then
     scripts/fuzz.sh -runs=2000 fuzz_fixture_schema
-    scripts/fuzz.sh -runs=0 fuzz_hdf5_fixture
+    scripts/fuzz.sh -runs=0 fuzz_hdf5_fixture fuzz_cache_capture
   fi
 else
   # The pinned upstream releases the conformance adapters build against (conformance/):

@@ -37,6 +37,11 @@ TEST(ParseReals, RangesWithPointCountsAndLists) {
   EXPECT_EQ(parse_reals("0.05,1"), (std::vector<double>{0.05, 1.0}));
   EXPECT_THROW(parse_reals("0.9..0.1"), Error);
   EXPECT_THROW(parse_reals("0..1:1"), Error);
+  // fuzz_cli_arguments found these accepted as infinities: the span, or a multiple of it
+  // before the division by the point count, overflows.
+  EXPECT_THROW(parse_reals("-1e308..1e308"), Error);
+  EXPECT_THROW(parse_reals("8..1e308"), Error);
+  EXPECT_EQ(parse_reals("8..1e300:3").size(), 3u);
   EXPECT_THROW(parse_reals("x"), Error);
   EXPECT_THROW(parse_reals("nan"), Error);
 }
