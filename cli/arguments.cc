@@ -128,6 +128,24 @@ std::vector<ref::Recipe> resolve_recipes(const std::string& flag, const std::str
   return out;
 }
 
+std::string unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == argv[1]) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return "unknown command '" + std::string(argv[1]).substr(0, 60) + "' (commands: " + names + ")";
+}
+
+void refuse_options(const CLI::App& cmd, std::initializer_list<const char*> options, const std::string& why) {
+  for (const char* option : options) {
+    if (cmd.get_option_no_throw(option) != nullptr && cmd.count(option) > 0) {
+      throw Error(ErrorKind::kUsage, std::string(option) + " " + why);
+    }
+  }
+}
+
 int64_t parse_size(const std::string& flag, const std::string& text) {
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
@@ -166,6 +184,14 @@ std::string size_text(int64_t bytes) {
   std::snprintf(text, sizeof text, gib ? "%.1f GiB" : "%.0f MiB",
                 static_cast<double>(bytes) / (gib ? (int64_t{1} << 30) : (int64_t{1} << 20)));
   return text;
+}
+
+void prepare_output_folder(const std::string& flag, const std::string& dir, std::initializer_list<const char*> files) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(ErrorKind::kEnvironment, flag + ": cannot create '" + dir + "': " + ec.message());
+  for (const char* file : files) check_output_file(flag, (std::filesystem::path(dir) / file).string(), "");
 }
 
 void check_output_file(const std::string& flag, const std::string& out, const std::string& input_dir) {

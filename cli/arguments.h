@@ -36,6 +36,13 @@ inline const CLI::Validator kUnsigned(
     },
     "UINT");
 
+// "unknown command 'x' (commands: ...)" when argv[1] names no subcommand of `app` (CLI11
+// would say only that a subcommand is required), else "".
+std::string unknown_command(const CLI::App& app, int argc, char** argv);
+// Throws dsaf::Error(kUsage) "<option> <why>" for the first of `options` given to `cmd`:
+// options that another one makes meaningless, which would otherwise be silently ignored.
+void refuse_options(const CLI::App& cmd, std::initializer_list<const char*> options, const std::string& why);
+
 // Runs `parse` (one of the value-list parsers below), naming `flag` in its error.
 template <class Parse>
 auto with_flag(const std::string& flag, Parse parse) -> decltype(parse()) {
@@ -70,5 +77,9 @@ std::vector<ref::Recipe> resolve_recipes(const std::string& flag, const std::str
 // config.json, *.safetensors, *.safetensors.index.json; symlinks resolved; "" for none).
 // Throws dsaf::Error naming `flag`. Called before any work starts.
 void check_output_file(const std::string& flag, const std::string& out, const std::string& input_dir);
+// A folder a command writes `files` into, created (with its parents) and each file checked
+// (check_output_file) before the work starts: minutes of work must not end in "cannot
+// write". Nothing for an empty `dir` (no output asked for).
+void prepare_output_folder(const std::string& flag, const std::string& dir, std::initializer_list<const char*> files);
 
 }  // namespace dsaf::cli

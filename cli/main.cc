@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -122,30 +121,14 @@ dsaf::oracle::Progress progress_line(const char* what) {
   };
 }
 
-std::filesystem::path prepare_out(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw dsaf::Error(dsaf::ErrorKind::kEnvironment, "cannot create '" + dir + "': " + ec.message());
-  return dir;
-}
-
 std::string context_label(int64_t n) {
   return n % 1024 == 0 ? std::to_string(n / 1024) + "K" : std::to_string(n);
 }
 
-// A study's output folder, created and checked before the run: minutes of work must not
-// end in "cannot write".
-void prepare_study_out(const std::string& out_dir, const char* stem) {
-  if (out_dir.empty()) return;
-  prepare_out(out_dir);
-  for (const char* ext : {".json", ".csv"}) {
-    dsaf::cli::check_output_file("--out", (std::filesystem::path(out_dir) / (std::string(stem) + ext)).string(), "");
-  }
-}
 
 int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_dir,
               const std::string& command_line) {
-  prepare_study_out(out_dir, "sweep");
+  dsaf::cli::prepare_output_folder("--out", out_dir, {"sweep.json", "sweep.csv"});
   const dsaf::oracle::SweepResult result = dsaf::oracle::run_sweep(config, progress_line("sweep"));
   // Table: mean recall@K (p1 in brackets) per recipe and context.
   fmt::print("recall@{} vs exact (mean [p1]) — {} activations, {} queries x {} seed(s)\n",
@@ -170,7 +153,7 @@ int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_di
     }
   }
   if (!out_dir.empty()) {
-    dsaf::oracle::write_sweep_files(prepare_out(out_dir), result, command_line);
+    dsaf::oracle::write_sweep_files(out_dir, result, command_line);
     fmt::print("wrote {}/sweep.json and sweep.csv\n", out_dir);
   }
   return kExitPass;
@@ -178,7 +161,7 @@ int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_di
 
 int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_dir,
                const std::string& command_line) {
-  prepare_study_out(out_dir, "needle");
+  dsaf::cli::prepare_output_folder("--out", out_dir, {"needle.json", "needle.csv"});
   const dsaf::oracle::NeedleResult result = dsaf::oracle::run_needle(config, progress_line("needle"));
   fmt::print("needle retention in top-{} (% of {} depths x {} trials), {} activations\n", config.topk,
              config.depths.size(), config.source ? 1 : config.trials,
@@ -200,7 +183,7 @@ int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_
     fmt::print("\n");
   }
   if (!out_dir.empty()) {
-    dsaf::oracle::write_needle_files(prepare_out(out_dir), result, command_line);
+    dsaf::oracle::write_needle_files(out_dir, result, command_line);
     fmt::print("\nwrote {}/needle.json and needle.csv\n", out_dir);
   }
   return kExitPass;
@@ -315,6 +298,7 @@ int cmd_report(const std::string& results, const std::string& out_dir) {
 }  // namespace
 
 using dsaf::cli::kNotEmpty;
+using dsaf::cli::kUnsigned;
 
 int main(int argc, char** argv) {
   CLI::App app{"dsa-fidelity: bit-exact verifier for sparse-attention indexer kernels"};
@@ -341,7 +325,7 @@ int main(int argc, char** argv) {
   std::string recipe_names, recipe_file, contexts_text = "2k..64k", out_dir;
   std::string activation = "outliers";
   int topk = 512, activation_heads = 64;
-  std::string activation_seed_text = "1";
+  uint64_t activation_seed = 1;
   int study_threads = threads;
   std::string fixture_path;
   int64_t fixture_layer = -1;
@@ -351,7 +335,8 @@ int main(int argc, char** argv) {
     cmd->add_option("--context", contexts_text, "context lengths, e.g. 2k..64k or 4096,8192");
     cmd->add_option("--topk", topk, "K of the top-K selection");
     cmd->add_option("--activations", activation, "gaussian | heavy | outliers | clustered");
-    cmd->add_option("--activation-seed", activation_seed_text, "seed of the synthetic activations (0 .. 2^64-1)");
+    cmd->add_option("--activation-seed", activation_seed, "seed of the synthetic activations (0 .. 2^64-1)")
+        ->check(kUnsigned);
     cmd->add_option("--heads", activation_heads, "query heads");
     cmd->add_option("--threads", study_threads, "worker threads");
     cmd->add_option("--out", out_dir, "folder for the JSON and CSV results")->check(kNotEmpty);
@@ -398,15 +383,8 @@ int main(int argc, char** argv) {
 
   std::string command_line = "dsa-fidelity";
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
-  std::string names;
-  bool known = false;
-  for (const CLI::App* sub : app.get_subcommands({})) {
-    names += (names.empty() ? "" : ", ") + sub->get_name();
-    known = known || (argc > 1 && sub->get_name() == argv[1]);
-  }
-  if (argc > 1 && argv[1][0] != '-' && !known) {
-    std::cerr << "dsa-fidelity: unknown command '" << std::string(argv[1]).substr(0, 60) << "' (commands: " << names
-              << ")\n";
+  if (const std::string unknown = dsaf::cli::unknown_command(app, argc, argv); !unknown.empty()) {
+    std::cerr << "dsa-fidelity: " << unknown << "\n";
     return kExitBadInput;
   }
   try {
@@ -434,16 +412,6 @@ int main(int argc, char** argv) {
     if (*sweep || *needle) {
       if (topk < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--topk must be >= 1");
       if (study_threads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--threads must be >= 1");
-      // Digits only, in range: CLI11 would wrap "-1" and saturate 20 digits to 2^64-1.
-      uint64_t activation_seed = 0;
-      {
-        const std::string& t = activation_seed_text;
-        const auto [end, error] = std::from_chars(t.data(), t.data() + t.size(), activation_seed);
-        if (t.empty() || error != std::errc() || end != t.data() + t.size()) {
-          throw dsaf::Error(dsaf::ErrorKind::kUsage,
-                            "--activation-seed '" + t.substr(0, 40) + "' is not an integer in 0 .. 18446744073709551615");
-        }
-      }
       dsaf::oracle::SyntheticSpec acts;
       acts.kind = dsaf::oracle::parse_activation_kind(activation);
       acts.seed = activation_seed;
@@ -461,15 +429,10 @@ int main(int argc, char** argv) {
       }
       std::shared_ptr<const dsaf::oracle::ActivationSource> fixture_source;
       if (!fixture_path.empty()) {
-        // A fixture brings its own activations, heads and token order: a synthetic
-        // generator's option given beside it would be silently ignored.
-        const CLI::App* study = *sweep ? sweep : needle;
-        for (const char* option : {"--activations", "--activation-seed", "--heads", "--seeds"}) {
-          if (study->get_option_no_throw(option) != nullptr && study->count(option) > 0) {
-            throw dsaf::Error(dsaf::ErrorKind::kUsage,
-                              std::string(option) + " does not apply with --fixture (the fixture's activations are used)");
-          }
-        }
+        // A fixture brings its own activations, heads and token order.
+        dsaf::cli::refuse_options(*sweep ? *sweep : *needle,
+                                  {"--activations", "--activation-seed", "--heads", "--seeds"},
+                                  "does not apply with --fixture (the fixture's activations are used)");
         const auto input = dsaf::fixtures::fixture_study_input(fixture_path, fixture_layer);
         fmt::print("{}\n", input.summary);
         fixture_source = input.source;

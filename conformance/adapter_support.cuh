@@ -64,14 +64,16 @@ class Scratch {
 
 // The flat cache slot of each token, as upstream kernels take it (out_loc, out_cache_loc):
 // page_tables[seq[t] * stride + positions[t] / P] * P + positions[t] % P — the slot
-// kernel_abi.h defines for the key store.
+// kernel_abi.h defines for the key store — plus `pages_before` whole pages, for a kernel
+// whose cache base the adapter moves down by that many pages (one that reserves slot 0).
 static __global__ void token_slots_kernel(const int32_t* positions, const int32_t* seq, const int32_t* page_tables,
-                                   int64_t stride, int32_t page_size, int64_t num_tokens, int64_t* slots) {
+                                   int64_t stride, int32_t page_size, int64_t num_tokens, int64_t* slots,
+                                   int64_t pages_before = 0) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= num_tokens) return;
   const int32_t pos = positions[t];
   const int64_t page = page_tables[static_cast<int64_t>(seq[t]) * stride + pos / page_size];
-  slots[t] = page * page_size + pos % page_size;
+  slots[t] = (page + pages_before) * page_size + pos % page_size;
 }
 
 // RoPE tables in the two layouts upstream kernels read, from ours ([positions][32] cos

@@ -43,16 +43,6 @@ struct IndexKKernel {
   }
 };
 
-// Our slot plus one page (slot 0 is the kernel's reserved dummy).
-__global__ void shifted_slots_kernel(const int32_t* positions, const int32_t* seq, const int32_t* page_tables,
-                                     int64_t stride, int32_t page_size, int64_t num_tokens, int64_t* slots) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= num_tokens) return;
-  const int32_t pos = positions[t];
-  const int64_t page = page_tables[static_cast<int64_t>(seq[t]) * stride + pos / page_size];
-  slots[t] = (page + 1) * page_size + pos % page_size;
-}
-
 __global__ void unit_bf16_kernel(uint16_t* out) { out[threadIdx.x] = 0x3F80; }  // bf16 1.0
 
 struct Buffers {
@@ -87,8 +77,9 @@ int key_store(const dsaf_key_store_args_v2* a) {
   float* freqs_cis = freqs_cis_of(a->rope_cos, a->rope_sin, a->rope_positions);
   if (slots == nullptr || freqs_cis == nullptr) return 1;
   constexpr unsigned kThreads = 256;
-  shifted_slots_kernel<<<blocks_of(a->num_tokens, kThreads), kThreads>>>(
-      a->positions, a->seq, a->page_tables, a->page_table_stride, a->page_size, a->num_tokens, slots);
+  // Slot 0 is the kernel's reserved dummy: every slot one page on, the base one page down.
+  token_slots_kernel<<<blocks_of(a->num_tokens, kThreads), kThreads>>>(
+      a->positions, a->seq, a->page_tables, a->page_table_stride, a->page_size, a->num_tokens, slots, 1);
   const uint16_t* weight = a->norm_weight_bf16;
   if (weight == nullptr) {  // RMSNorm's unit weight
     uint16_t* ones = b.unit_weight.get(kHeadDim);
