@@ -1,9 +1,11 @@
-// File: arguments.cc — value lists, recipes by name and output files (arguments.h).
+// File: arguments.cc — value lists, recipes by name, output files, progress (arguments.h).
 #include "cli/arguments.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -221,6 +223,39 @@ void check_output_file(const std::string& flag, const std::string& out, const st
     throw Error(ErrorKind::kBadInput, flag + " '" + out + "' is " + where.string() +
                                           ", an input of this command: write it elsewhere");
   }
+}
+
+ProgressBar progress_bar(const std::string& what) {
+  if (!isatty(STDERR_FILENO)) return nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  return [what, start](int64_t done, int64_t total) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? static_cast<int>(kWidth * std::clamp<int64_t>(done, 0, total) / total) : kWidth;
+    const std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
+    const double left = done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
+    std::fprintf(stderr, "\r%s [%s] %lld/%lld  %.0f s elapsed, about %.0f s left   ", what.c_str(), bar.c_str(),
+                 static_cast<long long>(done), static_cast<long long>(total), elapsed, left);
+    if (done == total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+void StagedProgress::operator()(const std::string& stage, int64_t done, int64_t total) {
+  if (!isatty(STDERR_FILENO)) return;
+  if (stage != stage_) {
+    finish();
+    stage_ = stage;
+    bar_ = progress_bar(command_ + ": " + stage);
+  }
+  if (bar_ && done < total) bar_(done, total);
+}
+
+void StagedProgress::finish() {
+  if (bar_) std::fprintf(stderr, "\r\033[K");  // erase the bar: the stage's verdict follows on stdout
+  std::fflush(stderr);
+  bar_ = nullptr;
+  stage_.clear();
 }
 
 }  // namespace dsaf::cli

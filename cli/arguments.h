@@ -2,7 +2,7 @@
 // Command-line arguments parsed and checked before a command runs: value lists, recipes
 // named on the command line (presets plus those of an optional recipe file, whose names
 // are unique and shadow no preset: reference/recipe_json.h load_recipe_file), and the
-// output files a command will write.
+// output files a command will write; the progress bar of a long command.
 //
 // Value lists. Malformed text throws dsaf::Error (kUsage) naming it.
 //   contexts: "2k..64k" = 2048, 4096, ..., 65536 (doubling, both ends included, the upper
@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,5 +82,25 @@ void check_output_file(const std::string& flag, const std::string& out, const st
 // (check_output_file) before the work starts: minutes of work must not end in "cannot
 // write". Nothing for an empty `dir` (no output asked for).
 void prepare_output_folder(const std::string& flag, const std::string& dir, std::initializer_list<const char*> files);
+
+// Progress on stderr when it is a terminal (nothing otherwise, so logs and pipes stay
+// clean): a bar of units done, the time elapsed and an estimate of the time left,
+// elapsed x (total - done) / done. progress_bar(what)(done, total) redraws the line and
+// ends it when done == total.
+using ProgressBar = std::function<void(int64_t done, int64_t total)>;
+ProgressBar progress_bar(const std::string& what);
+// A command of several stages (verify): one bar a stage, each with its own estimate, a
+// stage's line ended when the next begins; finish() ends the last. Printing to stdout
+// between calls is fine: a bar is erased before the next stage starts drawing.
+class StagedProgress {
+ public:
+  explicit StagedProgress(std::string command) : command_(std::move(command)) {}
+  void operator()(const std::string& stage, int64_t done, int64_t total);
+  void finish();
+
+ private:
+  std::string command_, stage_;
+  ProgressBar bar_;
+};
 
 }  // namespace dsaf::cli

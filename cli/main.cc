@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <new>
@@ -80,7 +79,16 @@ int cmd_recipes(bool as_json, const std::string& file) {
 
 int cmd_selftest(int threads, const std::string& json_path) {
   fmt::print("dsa-fidelity selftest: exhaustive codec cross-checks on {} thread(s)\n", threads);
-  const auto checks = dsaf::oracle::run_selftest(threads, [](const dsaf::oracle::SelftestCheck& c) {
+  std::fflush(stdout);
+  // A bar a check (its cases), erased when the check's verdict is printed.
+  dsaf::cli::StagedProgress progress("selftest");
+  int check = 0;
+  const auto on_progress = [&](int64_t done, int64_t total) {
+    progress("check " + std::to_string(check + 1), done, total);
+  };
+  const auto checks = dsaf::oracle::run_selftest(threads, [&](const dsaf::oracle::SelftestCheck& c) {
+    progress.finish();
+    ++check;
     if (c.skipped) {
       fmt::print("  SKIPPED  {}\n           vs {}: {}\n", c.name, c.oracle, c.note);
     } else {
@@ -89,36 +97,15 @@ int cmd_selftest(int threads, const std::string& json_path) {
                  c.seconds, c.note.empty() ? "" : "\n           " + c.note);
     }
     std::fflush(stdout);
-  });
+  }, on_progress);
   int failed = 0, skipped = 0, passed = 0;
   for (const auto& c : checks) (c.skipped ? skipped : c.mismatches ? failed : passed) += 1;
   fmt::print("selftest: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
-  // The exit code reflects the checks only: a --json file that cannot be written is not
-  // reported.
+  // Atomic (temp file and rename); a --json that cannot be written is an error (exit 2).
   if (!json_path.empty()) {
-    std::ofstream(json_path) << dsaf::oracle::json_file_text(dsaf::oracle::selftest_to_json(checks));
+    dsaf::oracle::write_text_file(json_path, dsaf::oracle::json_file_text(dsaf::oracle::selftest_to_json(checks)));
   }
   return failed ? kExitVerdictFailed : kExitPass;
-}
-
-// A progress line on stderr when it is a terminal; nothing otherwise.
-// A progress bar on a terminal: units done, elapsed time and an estimate of the time left,
-// elapsed x (total - done) / done (the units are (context, seed or trial, recipe) in
-// order of growing context, so the estimate starts low and rises to the truth).
-dsaf::oracle::Progress progress_line(const char* what) {
-  if (!isatty(STDERR_FILENO)) return nullptr;
-  const auto start = std::chrono::steady_clock::now();
-  return [what, start](int64_t done, int64_t total) {
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    constexpr int kWidth = 30;
-    const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
-    const std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
-    const double left = done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
-    std::fprintf(stderr, "\r%s [%s] %lld/%lld  %.0f s elapsed, about %.0f s left   ", what, bar.c_str(),
-                 static_cast<long long>(done), static_cast<long long>(total), elapsed, left);
-    if (done == total) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  };
 }
 
 std::string context_label(int64_t n) {
@@ -129,7 +116,7 @@ std::string context_label(int64_t n) {
 int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_dir,
               const std::string& command_line) {
   dsaf::cli::prepare_output_folder("--out", out_dir, {"sweep.json", "sweep.csv"});
-  const dsaf::oracle::SweepResult result = dsaf::oracle::run_sweep(config, progress_line("sweep"));
+  const dsaf::oracle::SweepResult result = dsaf::oracle::run_sweep(config, dsaf::cli::progress_bar("sweep"));
   // Table: mean recall@K (p1 in brackets) per recipe and context.
   fmt::print("recall@{} vs exact (mean [p1]) — {} activations, {} queries x {} seed(s)\n",
              config.topk,
@@ -162,7 +149,7 @@ int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_di
 int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_dir,
                const std::string& command_line) {
   dsaf::cli::prepare_output_folder("--out", out_dir, {"needle.json", "needle.csv"});
-  const dsaf::oracle::NeedleResult result = dsaf::oracle::run_needle(config, progress_line("needle"));
+  const dsaf::oracle::NeedleResult result = dsaf::oracle::run_needle(config, dsaf::cli::progress_bar("needle"));
   fmt::print("needle retention in top-{} (% of {} depths x {} trials), {} activations\n", config.topk,
              config.depths.size(), config.source ? 1 : config.trials,
              config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind));
@@ -256,10 +243,16 @@ std::string last_line(const std::string& text) {
 // `report` draws with matplotlib: scripts/report.py from the source tree (or
 // $DSAF_REPORT_SCRIPT), run by python3 without a shell. report.py exits 2 with one line
 // on a results file it cannot read; that line becomes this command's message.
-int cmd_report(const std::string& results, const std::string& out_dir) {
+int cmd_report(const std::string& results, const std::string& out_dir, int64_t max_memory) {
   if (!std::filesystem::is_regular_file(results)) {
     throw dsaf::Error(dsaf::ErrorKind::kBadInput, "report: no results file '" + results + "'");
   }
+  // Memory model: Python's json holds a document in about 10x its text (boxed floats,
+  // dicts), matplotlib about 200 MiB besides. Results files of sweeps and needles are kilobytes.
+  constexpr int64_t kReportBaseBytes = int64_t{200} << 20;
+  const int64_t planned = kReportBaseBytes + 10 * static_cast<int64_t>(std::filesystem::file_size(results));
+  dsaf::cli::require_memory("report of '" + results + "'", planned, max_memory,
+                            "raise --max-memory (the results of a sweep or needle are kilobytes)");
   const char* env = std::getenv("DSAF_REPORT_SCRIPT");
   const std::string script = env ? env : std::string(DSAF_SOURCE_DIR) + "/scripts/report.py";
   if (!std::filesystem::is_regular_file(script)) {
@@ -404,10 +397,10 @@ int main(int argc, char** argv) {
       if (!selftest_json.empty()) dsaf::cli::check_output_file("--json", selftest_json, "");
       return cmd_selftest(threads, selftest_json);
     }
-    if (*report) return cmd_report(results_path, report_out);
+    if (*report) return cmd_report(results_path, report_out, max_memory);
     if (*slice) return cmd_slice(slice_checkpoint_dir, slice_layers, slice_out, command_line);
     if (*inspect) return cmd_inspect(inspect_path);
-    if (*verify) return dsaf::cli::run_verify_command(verify_options, command_line);
+    if (*verify) return dsaf::cli::run_verify_command(verify_options, command_line, max_memory);
     if (const auto code = capture_commands.run(command_line)) return *code;
     if (*sweep || *needle) {
       if (topk < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--topk must be >= 1");

@@ -76,7 +76,7 @@ CLI::App* add_verify_command(CLI::App& app, VerifyOptions& o) {
   return verify;
 }
 
-int run_verify_command(const VerifyOptions& o, const std::string& command_line) {
+int run_verify_command(const VerifyOptions& o, const std::string& command_line, int64_t max_memory) {
   if (o.cases < 1) throw Error(ErrorKind::kUsage, "--cases must be >= 1");
   if (!o.json.empty()) check_output_file("--json", o.json, "");
   if (!o.save_capture.empty()) check_output_file("--save-capture", o.save_capture, "");
@@ -88,10 +88,19 @@ int run_verify_command(const VerifyOptions& o, const std::string& command_line) 
   config.seed = o.seed;
   if (!o.topk_contract.empty()) config.topk_contract = oracle::parse_topk_contract(o.topk_contract);
   config.keep_key_batch = !o.save_capture.empty();
+  const int64_t planned = oracle::verify_peak_bytes(config);
+  require_memory("verify", planned, max_memory,
+                 "verify's query batch of " + std::to_string(config.query_tokens) + " tokens x " +
+                     std::to_string(config.num_heads) + " heads needs it; --cases does not change it");
 #if defined(DSAF_HAVE_DEVICE)
   const auto kernel = dev::open_kernel(o.kernel);
-  fmt::print("verify: {} against recipe {} (seed {})\n", kernel->name(), config.recipe.name, o.seed);
+  fmt::print("verify: {} against recipe {} (seed {}); memory: about {} planned (--max-memory {})\n", kernel->name(),
+             config.recipe.name, o.seed, size_text(planned), size_text(max_memory));
+  std::fflush(stdout);
+  StagedProgress progress("verify");
+  config.progress = [&progress](const std::string& stage, int64_t done, int64_t total) { progress(stage, done, total); };
   const oracle::VerifyReport report = oracle::run_verify(*kernel, config);
+  progress.finish();
   fmt::print("{}", report.text);
   std::string reproduce = "dsa-fidelity verify --kernel " + o.kernel + " --recipe " + config.recipe.name +
                           " --cases " + std::to_string(o.cases) + " --seed " + std::to_string(o.seed);

@@ -18,6 +18,8 @@ struct VerifyOptions {
 };
 
 CLI::App* add_verify_command(CLI::App& app, VerifyOptions& options);
-int run_verify_command(const VerifyOptions& options, const std::string& command_line);
+// `max_memory`: the limit verify's memory model (oracle/verify.h verify_peak_bytes) must
+// fit; over it, verify is refused (exit 2) before a kernel is opened.
+int run_verify_command(const VerifyOptions& options, const std::string& command_line, int64_t max_memory);
 
 }  // namespace dsaf::cli

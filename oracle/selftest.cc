@@ -28,13 +28,21 @@ namespace {
 
 using ref::float_from_bits;
 
-// Runs mismatch(i) for i in [0, count) on `threads` threads; counts mismatches and
-// keeps the smallest failing i with its description.
+struct Workers {
+  int threads = 1;
+  const SelftestProgress* progress = nullptr;  // of the check running; may be empty
+};
+
+// Runs mismatch(i) for i in [0, count) on the workers' threads; counts mismatches and
+// keeps the smallest failing i with its description. Each thread adds what it has done
+// to a shared count every 2^20 cases; thread 0 reports the count (a lower bound) every 2^26.
 template <class Mismatch, class Describe>
-void exhaustive(SelftestCheck& check, uint64_t count, int threads, Mismatch mismatch,
+void exhaustive(SelftestCheck& check, uint64_t count, const Workers& workers, Mismatch mismatch,
                 Describe describe) {
   const auto start = std::chrono::steady_clock::now();
-  std::atomic<uint64_t> total{0};
+  const int threads = workers.threads;
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  std::atomic<uint64_t> total{0}, done{0};
   std::mutex first_lock;
   uint64_t first = UINT64_MAX;
   std::vector<std::thread> pool;
@@ -44,10 +52,18 @@ void exhaustive(SelftestCheck& check, uint64_t count, int threads, Mismatch mism
       const uint64_t end = count * (t + 1) / threads;
       uint64_t local = 0;
       uint64_t local_first = UINT64_MAX;
-      for (uint64_t i = begin; i < end; ++i) {
-        if (mismatch(i)) {
-          ++local;
-          local_first = std::min(local_first, i);
+      for (uint64_t chunk = begin; chunk < end; chunk += kChunk) {
+        const uint64_t chunk_end = std::min(end, chunk + kChunk);
+        for (uint64_t i = chunk; i < chunk_end; ++i) {
+          if (mismatch(i)) {
+            ++local;
+            local_first = std::min(local_first, i);
+          }
+        }
+        const uint64_t so_far = done += chunk_end - chunk;
+        const bool report = (chunk - begin) % (64 * kChunk) == 0;  // about 64 redraws a 2^32 check
+        if (t == 0 && report && workers.progress && *workers.progress && so_far < count) {
+          (*workers.progress)(static_cast<int64_t>(so_far), static_cast<int64_t>(count));
         }
       }
       total += local;
@@ -119,9 +135,9 @@ uint8_t brute_e2m1(float x) {
 
 }  // namespace
 
-std::vector<SelftestCheck> run_selftest(int threads,
-                                        const std::function<void(const SelftestCheck&)>& on_done) {
-  threads = std::max(1, threads);
+std::vector<SelftestCheck> run_selftest(int threads, const std::function<void(const SelftestCheck&)>& on_done,
+                                        const SelftestProgress& progress) {
+  const Workers workers{std::max(1, threads), &progress};
   std::vector<SelftestCheck> checks;
   const auto done = [&](SelftestCheck c) {
     on_done(c);
@@ -138,7 +154,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
 #if defined(DSAF_HAVE_CUDA_HEADERS)
   {
     SelftestCheck c = check_named("bf16 encode, all 2^32 fp32 patterns", "cuda_bf16.h __float2bfloat16_rn (host)");
-    exhaustive(c, kAllFloats, threads, [](uint64_t i) {
+    exhaustive(c, kAllFloats, workers, [](uint64_t i) {
       const float x = float_from_bits(static_cast<uint32_t>(i));
       const __nv_bfloat16 nv = __float2bfloat16_rn(x);
       uint16_t nv_bits;
@@ -149,7 +165,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
   }
   {
     SelftestCheck c = check_named("bf16 decode, all 2^16 codes", "cuda_bf16.h __bfloat162float (host)");
-    exhaustive(c, 1u << 16, threads, [](uint64_t i) {
+    exhaustive(c, 1u << 16, workers, [](uint64_t i) {
       __nv_bfloat16_raw raw;
       raw.x = static_cast<uint16_t>(i);
       const float nv = __bfloat162float(__nv_bfloat16(raw));
@@ -161,7 +177,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
   {
     SelftestCheck c = check_named("e4m3fn encode (satfinite), all 2^32 fp32 patterns",
                     "cuda_fp8.h __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3) (host)");
-    exhaustive(c, kAllFloats, threads, [](uint64_t i) {
+    exhaustive(c, kAllFloats, workers, [](uint64_t i) {
       const float x = float_from_bits(static_cast<uint32_t>(i));
       return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3) !=
              ref::encode_e4m3fn(x, ref::Saturation::kSatFinite);
@@ -171,7 +187,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
   {
     SelftestCheck c = check_named("e4m3fn encode (non-saturating), all 2^32 fp32 patterns",
                     "cuda_fp8.h __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E4M3) (host)");
-    exhaustive(c, kAllFloats, threads, [](uint64_t i) {
+    exhaustive(c, kAllFloats, workers, [](uint64_t i) {
       const float x = float_from_bits(static_cast<uint32_t>(i));
       return __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E4M3) !=
              ref::encode_e4m3fn(x, ref::Saturation::kNonSaturating);
@@ -180,7 +196,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
   }
   {
     SelftestCheck c = check_named("e4m3fn decode, all 256 codes", "cuda_fp8.h __nv_cvt_fp8_to_halfraw -> __half2float (host)");
-    exhaustive(c, 256, 1, [](uint64_t i) {
+    exhaustive(c, 256, Workers{}, [](uint64_t i) {
       const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(i), __NV_E4M3);
       const float nv = __half2float(__half(h));
       const float ours = ref::decode_e4m3fn(static_cast<uint8_t>(i));
@@ -191,7 +207,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
   {
     SelftestCheck c = check_named("e2m1 encode (nearest even), all 2^32 fp32 patterns",
                     "cuda_fp4.h __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest) (host)");
-    exhaustive(c, kAllFloats, threads, [](uint64_t i) {
+    exhaustive(c, kAllFloats, workers, [](uint64_t i) {
       const float x = float_from_bits(static_cast<uint32_t>(i));
       return __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest) !=
              ref::encode_e2m1(x, ref::Rounding::kNearestEven);
@@ -200,7 +216,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
   }
   {
     SelftestCheck c = check_named("e2m1 decode, all 16 codes", "cuda_fp4.h __nv_cvt_fp4_to_halfraw -> __half2float (host)");
-    exhaustive(c, 16, 1, [](uint64_t i) {
+    exhaustive(c, 16, Workers{}, [](uint64_t i) {
       const __half_raw h = __nv_cvt_fp4_to_halfraw(static_cast<__nv_fp4_storage_t>(i), __NV_E2M1);
       return ref::float_bits(__half2float(__half(h))) !=
              ref::float_bits(ref::decode_e2m1(static_cast<uint8_t>(i)));
@@ -236,7 +252,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
       }
     }
     for (float x : {1e9f, INFINITY, -INFINITY, NAN, 1e-30f, 0x1p-149f}) inputs.push_back(x);
-    exhaustive(c, inputs.size(), 1, [&](uint64_t i) {
+    exhaustive(c, inputs.size(), Workers{}, [&](uint64_t i) {
       return brute_e4m3fn_satfinite(inputs[i]) != ref::encode_e4m3fn(inputs[i], ref::Saturation::kSatFinite);
     }, [&](uint64_t i) { return fmt::format("{:g}", inputs[i]); });
     done(c);
@@ -247,7 +263,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
                         ? "e2m1 encode (nearest even), all 2^32 fp32 patterns"
                         : "e2m1 encode (ties toward zero, SGLang thresholds), all 2^32 fp32 patterns",
                     "brute-force nearest-of-8 search");
-    exhaustive(c, kAllFloats, threads, [](uint64_t i) {
+    exhaustive(c, kAllFloats, workers, [](uint64_t i) {
       const float x = float_from_bits(static_cast<uint32_t>(i));
       return brute_e2m1<kRounding>(x) != ref::encode_e2m1(x, kRounding);
     }, float_input);
@@ -261,7 +277,7 @@ std::vector<SelftestCheck> run_selftest(int threads,
     // only err within 2^-52 of an fp32 midpoint, so any disagreement is reported.
     SelftestCheck c = check_named("rsqrt correctly rounded, all 2^24 inputs in [1, 4)",
                     "fp64 1/sqrt rounded to fp32");
-    exhaustive(c, uint64_t{1} << 24, threads, [](uint64_t i) {
+    exhaustive(c, uint64_t{1} << 24, workers, [](uint64_t i) {
       const float x = float_from_bits(0x3F80'0000u + static_cast<uint32_t>(i));
       const float expected = static_cast<float>(1.0 / std::sqrt(static_cast<double>(x)));
       return ref::float_bits(expected) != ref::float_bits(ref::rsqrt_correctly_rounded(x));

@@ -26,8 +26,13 @@ struct SelftestCheck {
   double seconds = 0.0;
 };
 
-// Runs every check on `threads` threads; `on_done` is called after each check.
-std::vector<SelftestCheck> run_selftest(int threads,
-                                        const std::function<void(const SelftestCheck&)>& on_done);
+// (cases done, cases) of the check running, from one worker thread, every few million
+// cases; never with done == cases.
+using SelftestProgress = std::function<void(int64_t done, int64_t total)>;
+
+// Runs every check on `threads` threads; `on_done` is called after each check (on the
+// calling thread). Memory: a few KiB a thread; nothing grows with the cases.
+std::vector<SelftestCheck> run_selftest(int threads, const std::function<void(const SelftestCheck&)>& on_done,
+                                        const SelftestProgress& progress = nullptr);
 
 }  // namespace dsaf::oracle

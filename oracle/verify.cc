@@ -192,6 +192,10 @@ void verify_key_cache(const dev::KernelUnderTest& kernel, const dev::KernelCapab
   std::map<std::string, int64_t> tokens_by_class;
   std::map<std::tuple<int, bool, bool>, std::pair<int64_t, int64_t>> coverage;  // (page, decode, bf16) -> batches, tokens
   bool key_ok = true;
+  const auto progress = [&] {
+    if (config.progress) config.progress("key cache", std::min(tokens, config.min_key_tokens), config.min_key_tokens);
+  };
+  progress();
   while ((tokens < config.min_key_tokens || batches < cells) && key_ok) {
     const int page_size = page_sizes[batches % page_sizes.size()];
     const bool decode = (batches / static_cast<int64_t>(page_sizes.size())) % 2 == 1;
@@ -203,6 +207,7 @@ void verify_key_cache(const dev::KernelUnderTest& kernel, const dev::KernelCapab
     const ByteVerdict v = compare_paged_cache(layout, b.owners, expected, actual);
     const int64_t batch_tokens = static_cast<int64_t>(b.host.positions.size());
     tokens += batch_tokens;
+    progress();
     tokens_by_class[page_class(page_size)] += batch_tokens;
     auto& cell = coverage[{page_size, decode, bf16}];
     cell.first += 1, cell.second += batch_tokens;
@@ -265,6 +270,14 @@ void verify_key_cache(const dev::KernelUnderTest& kernel, const dev::KernelCapab
 
 }  // namespace
 
+int64_t verify_peak_bytes(const VerifyConfig& config) {
+  constexpr int64_t kInputBytesPerRow = kHeadDim * (4 + 2);       // fp32 values and their bf16 bits
+  constexpr int64_t kResultBytesPerRow = 2 * kHeadDim + 8 + 4;    // bf16 values (the widest), scales, weight
+  constexpr int64_t kTopKBatchBytes = int64_t{32} * 131072 * 16;  // scores, a row's selection
+  const int64_t rows = config.query_tokens * config.num_heads;
+  return kVerifyBaseBytes + rows * (kInputBytesPerRow + 3 * kResultBytesPerRow) + kTopKBatchBytes;
+}
+
 VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& config) {
   const ref::Recipe& recipe = config.recipe;
   const dev::KernelCapabilities caps = kernel.capabilities();
@@ -320,9 +333,10 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
   q.recipe = recipe;
   const dev::HostQueryResult got = kernel.query_quant(q);
   // The reference's outputs in the kernel's layout, for a recipe.
-  const auto expected_query = [&](const ref::Recipe& r) {
+  const auto expected_query = [&](const ref::Recipe& r, bool show_progress = false) {
     dev::HostQueryResult e;
     for (int64_t t = 0; t < q.num_tokens; ++t) {
+      if (show_progress && config.progress && t % 256 == 0) config.progress("query path", t, q.num_tokens);
       const ref::QueryOutput out = ref::run_query_path(r, values.data() + t * q.num_heads * kHeadDim, q.num_heads,
                                                        q.wproj.data() + t * q.num_heads, q.positions[t], rope);
       for (int h = 0; h < q.num_heads; ++h) {
@@ -333,7 +347,8 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
     }
     return e;
   };
-  const dev::HostQueryResult want = expected_query(recipe);
+  const dev::HostQueryResult want = expected_query(recipe, true);
+  if (config.progress) config.progress("query path", q.num_tokens, q.num_tokens);
   const auto same_floats = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
   };

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -40,6 +41,9 @@ struct VerifyConfig {
   int64_t query_tokens = 4096;
   int num_heads = 64;
   uint64_t seed = 1;
+  // Called as the work advances: (stage, units done, units of the stage). Units: key
+  // tokens (of min_key_tokens), query tokens, paged-logits cases, top-K batches. Empty: none.
+  std::function<void(const std::string& stage, int64_t done, int64_t total)> progress;
 };
 
 // A key batch as the kernel was given it, and the cache bytes it wrote.
@@ -61,6 +65,18 @@ struct VerifyReport {
 };
 
 VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& config);
+
+// verify's memory model, in bytes: what run_verify holds at its peak on the host, which
+// does not grow with min_key_tokens (key batches are drawn, run and dropped one at a time:
+// at most 6 sequences of 1,024 positions, or 64 decode tokens). The peak is the query
+// stage, alive while the scoring stages run: R = query_tokens x num_heads rows of 128
+// values held as fp32 and bf16 (6 B a value), and three query results (the kernel's, the
+// reference's, one diagnosis candidate) of up to 256 value bytes, 8 scale bytes and a
+// 4-byte weight a row; then the top-K batch: 32 rows of 131,072 fp32 scores with the
+// reference's selection of a row (16 B a score); the process itself: kVerifyBaseBytes
+// (code, CUDA runtime, the plug-in's host staging of one batch).
+int64_t verify_peak_bytes(const VerifyConfig& config);
+inline constexpr int64_t kVerifyBaseBytes = int64_t{256} << 20;
 
 // The scoring stages run_verify ends with (verify_scoring.cc): paged logits and top-K,
 // when the kernel provides them (kernel_abi.h dsaf_scoring_v1).

@@ -141,6 +141,7 @@ void verify_paged_logits(const dev::KernelUnderTest& kernel, const dev::KernelCa
   std::vector<LogitsRowFailure> failures;
   const int page_sizes[] = {1, 2, 16, 64, 128, 256};
   for (int i = 0; i < 6; ++i) {
+    if (config.progress) config.progress("paged logits", i, 6);
     if (!caps.takes_page_size(page_sizes[i]) && caps.key_store) continue;  // a key kernel's pages only
     const bool prefill = i % 2 == 1;
     const LogitsCase c = make_logits_case(rng, recipe, page_sizes[i], heads, prefill);
@@ -269,8 +270,11 @@ void verify_topk(const dev::KernelUnderTest& kernel, const dev::KernelCapabiliti
     int rows;
     bool all_long;
   };
+  const int64_t batches = 2 * static_cast<int64_t>(ks.size());
+  int64_t batches_done = 0;
   for (const int k : ks) {
     for (const BatchShape shape : {BatchShape{16, false}, BatchShape{32, true}}) {
+      if (config.progress) config.progress("top-K", batches_done++, batches);
       dev::HostTopKBatch b;
       b.k = k;
       b.row_stride = std::max(kLongTopKRow, 2 * k);

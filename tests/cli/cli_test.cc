@@ -365,7 +365,7 @@ TEST(CliInspect, NamesWhatThePathIsWhenItIsNotAFile) {
 namespace {
 
 // A command run without a shell, with its peak resident memory (wait4's rusage of that
-// child) and stdout.
+// child) and stdout with stderr.
 struct Measured {
   int exit_code = -1;
   int64_t max_rss_bytes = 0;
@@ -377,6 +377,7 @@ Measured run_measured(const std::vector<std::string>& args) {
   const pid_t child = fork();
   if (child == 0) {
     dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
     close(fds[1]);
     std::vector<char*> argv;
@@ -430,6 +431,21 @@ TEST(CliResources, TheMemoryPlanBoundsTheMeasuredPeak) {
   }
 }
 
+// verify's memory model (oracle/verify.h verify_peak_bytes) bounds what it uses with our
+// kernels on a GPU, the CUDA runtime included: peak RSS <= the plan <= 3 x the peak.
+TEST(CliResources, VerifysMemoryPlanBoundsTheMeasuredPeak) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's shadow memory and quarantine are not the program's own";
+#endif
+  const Measured m = run_measured({DSAF_CLI_PATH, "verify", "--recipe", "sglang-v4-fp8", "--cases", "2000"});
+  if (m.exit_code == 2 && m.out.find("needs a GPU") != std::string::npos) GTEST_SKIP() << "no GPU: " << m.out;
+  ASSERT_EQ(m.exit_code, 0) << m.out;
+  const int64_t plan = planned_bytes(m.out);
+  ASSERT_GT(plan, 0) << m.out;
+  EXPECT_LE(m.max_rss_bytes, plan) << "measured " << m.max_rss_bytes << " B, planned " << plan;
+  EXPECT_LE(plan, 3 * m.max_rss_bytes) << "measured " << m.max_rss_bytes << " B, planned " << plan;
+}
+
 TEST(CliResources, APlanOverTheLimitIsRefusedBeforeTheRun) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"sweep --recipes dsv32-ref --context 16m --topk 512", "sweep needs about"},
@@ -438,6 +454,11 @@ TEST(CliResources, APlanOverTheLimitIsRefusedBeforeTheRun) {
       {"--max-memory 2x recipes", "--max-memory: '2x' is not a size"},
       {"--max-memory 0 recipes", "--max-memory"},
       {"--max-memory 1k inspect " + std::string(DSAF_FIXTURE_DATA) + "/dsv32_indexer_synthetic.h5", "size limit"},
+      // verify's plan does not depend on the kernel: refused before one is opened (no GPU needed).
+      {"--max-memory 300m verify --recipe sglang-v4-fp8 --kernel builtin", "verify needs about"},
+      {"--max-memory 300m verify --recipe sglang-v4-fp8 --kernel ./no-such-plugin.so", "--cases does not change it"},
+      {"--max-memory 150m report " + std::string(DSAF_FIXTURE_DATA) + "/dsv32_indexer_synthetic.h5 --out out",
+       "report of"},
   };
   for (const auto& [args, needle] : cases) {
     const CliRun r = run_capturing_stderr("__timeout__ " + args);
