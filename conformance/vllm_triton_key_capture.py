@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import dsa_cache_capture  # noqa: E402
+import dsa_capture  # noqa: E402
 
 KERNELS = "vllm/vllm-0.33.0/vllm/models/deepseek_v32/common/kernels.py"
 BLOCK = 64          # vLLM's indexer cache block size for V3.2
@@ -136,7 +136,7 @@ def main(argv):
     torch.cuda.synchronize()
 
     rope = table.to(torch.float32)
-    dsa_cache_capture.write_cache_capture(
+    dsa_capture.write_cache_capture(
         out, k=k, positions=positions, slots=slots, cache=cache_dev, page_size=BLOCK,
         store_format="fp8_e4m3fn", rope_cos=rope[:, :32], rope_sin=rope[:, 32:],
         norm_weight=weight, norm_bias=bias,

@@ -5,7 +5,9 @@
 # built from the source the googletest package ships.
 #   scripts/gpu_host.sh --fetch      (networked machine) download the .debs into .deps/debs
 #   scripts/gpu_host.sh [BUILD_DIR [TARGET]]  (GPU host) unpack, build for sm_90a (all, or
-#                                    one TARGET), and run every test (all targets only)
+#                                    one TARGET), and run every test (all targets only);
+#                                    $DSAF_CMAKE_ARGS: more configure options (e.g. the
+#                                    Python package's -DDSAF_BUILD_PYTHON=ON)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 debs=.deps/debs
@@ -31,7 +33,7 @@ lib="$prefix/usr/lib/x86_64-linux-gnu"
 export LD_LIBRARY_PATH="$lib:$lib/hdf5/serial:${LD_LIBRARY_PATH:-}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix/usr;$lib/hdf5/serial" -DHDF5_ROOT="$lib/hdf5/serial" \
-  -DCMAKE_CUDA_ARCHITECTURES=90a
+  -DCMAKE_CUDA_ARCHITECTURES=90a ${DSAF_CMAKE_ARGS:-}
 if [ -n "${2:-}" ]; then
   cmake --build "$build" -j"$(nproc)" --target "$2"
   exit 0

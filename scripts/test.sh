@@ -15,10 +15,12 @@ jobs=$(nproc)
 # folder that also sees apt's numpy and h5py (installed for /usr/bin/python3); numpy is
 # pinned to apt's version, which apt's h5py is built against. With them, NVIDIA's
 # cuobjdump and nvdisasm wheels (CUDA 13), which the SASS check (sass_uniform_registers)
-# needs where the toolkit lacks them. Offline, those tests are SKIPPED.
+# needs where the toolkit lacks them; nanobind, scikit-build-core and pytest for the Python
+# package (python/), which the release tree builds with that venv's interpreter. Offline,
+# those tests are SKIPPED (the package is then not built).
 python_test_env() {
   local base=python3 venv="$1/pyenv" pin
-  local complete='import glob, sys, safetensors.numpy, ml_dtypes; sys.exit(not glob.glob(sys.prefix + "/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm"))'
+  local complete='import glob, sys, safetensors.numpy, ml_dtypes, nanobind, scikit_build_core, pytest; sys.exit(not glob.glob(sys.prefix + "/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm"))'
   # The sanitizer tree borrows the release tree's venv when that one is complete (saves
   # the second pip install in CI).
   if [ "$1" != build ] && [ ! -e "$venv" ] && [ -x build/pyenv/bin/python3 ] &&
@@ -31,8 +33,8 @@ python_test_env() {
   "$venv/bin/python3" -c "$complete" 2>/dev/null && return 0
   pin=$("$venv/bin/python3" -c "import numpy; print('numpy==' + numpy.__version__)") || return 0
   "$venv/bin/python3" -m pip install --quiet safetensors ml_dtypes "$pin" \
-    "nvidia-cuda-cuobjdump~=13.0" "nvidia-cuda-nvdisasm~=13.0" ||
-    echo "note: safetensors / ml_dtypes / cuobjdump not installed: their tests will be SKIPPED"
+    "nvidia-cuda-cuobjdump~=13.0" "nvidia-cuda-nvdisasm~=13.0" nanobind scikit-build-core pytest ||
+    echo "note: safetensors / ml_dtypes / cuobjdump / nanobind not installed: their tests will be SKIPPED"
 }
 if [ "${1:-}" = "--sanitize" ]; then
   # -O1 -g1: line-level stack traces at a fraction of -O2 -g's compile time (CI budget);
@@ -62,8 +64,19 @@ else
     echo "note: upstream releases not fetched: the conformance adapters are not built"
     upstream=""
   fi
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSAF_UPSTREAM_DIR="$upstream"
-  cmake --build build -j"$jobs"
   python_test_env build
+  python_package=(-DDSAF_BUILD_PYTHON=OFF)
+  if build/pyenv/bin/python3 -c "import nanobind, pytest" 2>/dev/null; then
+    python_package=(-DDSAF_BUILD_PYTHON=ON -DPython_EXECUTABLE="$PWD/build/pyenv/bin/python3")
+  fi
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSAF_UPSTREAM_DIR="$upstream" "${python_package[@]}"
+  cmake --build build -j"$jobs"
   ctest --test-dir build --output-on-failure -j"$jobs"
+  # The package as a user installs it (README): `pip install .` into the venv (CPU-only
+  # module, build folder build/wheel), then imported from outside the checkout.
+  if [ "${python_package[0]}" = -DDSAF_BUILD_PYTHON=ON ]; then
+    py="$PWD/build/pyenv/bin/python3"
+    "$py" -m pip install --quiet --no-build-isolation --config-settings=cmake.define.DSAF_ENABLE_CUDA=OFF .
+    (cd /tmp && "$py" -c "import dsa_fidelity as d; print(d.recipes())")
+  fi
 fi

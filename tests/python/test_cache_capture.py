@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""python/dsa_cache_capture.py (dsa_capture.write_cache_capture) against the C++ side: files
+"""python/dsa_capture.py write_cache_capture against the C++ side: files
 it writes, from the shipped capture's inputs and reference bytes rearranged as an SGLang
 call site (out_loc slot map, tokens in any order), a vLLM one (slot_mapping with -1
 padding, fp32 keys, the query path's outputs) and a page-table one, are read back by h5py
