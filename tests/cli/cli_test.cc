@@ -448,7 +448,7 @@ TEST(CliResources, VerifysMemoryPlanBoundsTheMeasuredPeak) {
 
 TEST(CliResources, APlanOverTheLimitIsRefusedBeforeTheRun) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"sweep --recipes dsv32-ref --context 16m --topk 512", "sweep needs about"},
+      {"--max-memory 8g sweep --recipes dsv32-ref --context 16m --topk 512", "sweep needs about"},
       {"--max-memory 64m needle --recipes dsv32-ref --context 64k --topk 512", "more than the 64 MiB allowed"},
       {"needle --max-memory 64m --recipes dsv32-ref --context 64k --topk 512", "lower --context"},
       {"--max-memory 2x recipes", "--max-memory: '2x' is not a size"},
