@@ -2,6 +2,7 @@
 #include "cli/capture_commands.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -74,7 +75,9 @@ int run_compare(const std::string& path, const fixtures::CacheCapture& capture, 
   j["pass"] = verdict.pass;
   if (!verdict.pass) {
     // Which single field of the recipe, changed, reproduces the bytes (detect.h).
-    const oracle::Detection d = oracle::detect_capture(obs, {recipe});
+    StagedProgress progress("compare");
+    const oracle::Detection d = oracle::detect_capture(obs, {recipe}, std::ref(progress));
+    progress.finish();
     for (const oracle::FieldChange& c : d.explaining) fmt::print("  explained by one recipe field: {}\n", c.change);
     if (d.explaining.empty()) fmt::print("  no single recipe field explains it\n");
     j["explaining"] = oracle::to_json(d)["explaining"];
@@ -91,7 +94,9 @@ int run_detect(const std::string& path, const fixtures::CacheCapture& capture, c
   for (const ref::Recipe& r : candidates) names.push_back(r.name);
   fmt::print("detect: {} against {} recipes ({})\n{}\n", path, candidates.size(), fmt::join(names, ", "),
              capture_summary(path, capture));
-  const oracle::Detection d = oracle::detect_capture(fixtures::observation_of(capture), candidates);
+  StagedProgress progress("detect");
+  const oracle::Detection d = oracle::detect_capture(fixtures::observation_of(capture), candidates, std::ref(progress));
+  progress.finish();
   fmt::print("{}\n", d.describe());
   print_outputs_note(capture);
   const bool matched = !d.matches.empty();

@@ -52,11 +52,14 @@ std::vector<std::pair<std::string, Recipe>> single_field_changes(const Recipe& r
   return out;
 }
 
-Detection detect_capture(const KeyObservation& obs, const std::vector<Recipe>& candidates) {
+Detection detect_capture(const KeyObservation& obs, const std::vector<Recipe>& candidates,
+                         const DetectProgress& progress) {
   Detection d;
   int64_t best = std::numeric_limits<int64_t>::max();
   const Recipe* closest = nullptr;
+  int64_t done = 0;
   for (const Recipe& r : candidates) {
+    if (progress) progress("candidates", done++, static_cast<int64_t>(candidates.size()));
     if (!layout_fits(obs, r)) {
       d.skipped.push_back(r.name);
       continue;
@@ -76,7 +79,10 @@ Detection detect_capture(const KeyObservation& obs, const std::vector<Recipe>& c
   }
   if (!d.matches.empty() || closest == nullptr) return d;
   d.closest = closest->name;
-  for (const auto& [change, variant] : single_field_changes(*closest)) {
+  const auto changes = single_field_changes(*closest);
+  done = 0;
+  for (const auto& [change, variant] : changes) {
+    if (progress) progress("single-field changes", done++, static_cast<int64_t>(changes.size()));
     if (!layout_fits(obs, variant) || !inputs_fit(obs, variant)) continue;
     const CaptureVerdict v = compare_capture(obs, variant);
     if (v.pass) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,8 +39,11 @@ struct Detection {
 
 // Compares every candidate whose layout and inputs fit (layout_fits, inputs_fit) and,
 // when none matches, every single-field change of the closest one. Throws dsaf::Error(kBadInput) as
-// compare_capture.
-Detection detect_capture(const KeyObservation& obs, const std::vector<ref::Recipe>& candidates);
+// compare_capture. `progress` (may be empty) is called before each comparison: (stage,
+// comparisons done, comparisons of the stage), stages "candidates" and "single-field changes".
+using DetectProgress = std::function<void(const std::string& stage, int64_t done, int64_t total)>;
+Detection detect_capture(const KeyObservation& obs, const std::vector<ref::Recipe>& candidates,
+                         const DetectProgress& progress = nullptr);
 
 nlohmann::json to_json(const Detection& detection);
 

@@ -444,11 +444,11 @@ def _mismatch(j: Optional[Dict[str, Any]]) -> Optional[CacheMismatch]:
 
 
 def compare_cache(actual: ArrayLike, expected_or_inputs: Union[ArrayLike, KeyInputs],
-                  recipe: Optional[RecipeLike] = None) -> CacheVerdict:
+                  recipe: Optional[RecipeLike] = None, *, page_size: int = 64) -> CacheVerdict:
     """`actual` (the kernel's cache bytes) against the reference for KeyInputs under
     `recipe` — byte for byte over the slots the tokens own — or against an `expected`
-    cache of the same layout (then `recipe` gives the layout and page size is 64 unless
-    `expected_or_inputs` is a KeyInputs)."""
+    cache of the same layout: `recipe` gives the layout, `page_size` the pages (a
+    KeyInputs carries its own page size)."""
     if recipe is None:
         raise ValueError("recipe: required (a preset name or a Recipe)")
     n = _native()
@@ -459,15 +459,15 @@ def compare_cache(actual: ArrayLike, expected_or_inputs: Union[ArrayLike, KeyInp
                             [c["change"] for c in j["explaining"]], j["text"], j)
     r = _as_recipe(recipe)
     j = json.loads(n.compare_cache_bytes(_bytes("expected", expected_or_inputs), _bytes("actual", actual),
-                                         r.cache_format, 64))
+                                         r.cache_format, _positive("page_size", page_size)))
     return CacheVerdict(j["pass"], r.name, j["bytes_compared"], j["mismatched_bytes"], 0,
                         _mismatch(j.get("first_mismatch")), [], j["text"], j)
 
 
 def assert_cache_equal(actual: ArrayLike, expected_or_inputs: Union[ArrayLike, KeyInputs],
-                       recipe: Optional[RecipeLike] = None) -> CacheVerdict:
+                       recipe: Optional[RecipeLike] = None, *, page_size: int = 64) -> CacheVerdict:
     """compare_cache, raising AssertionError with the locator when the bytes differ."""
-    verdict = compare_cache(actual, expected_or_inputs, recipe)
+    verdict = compare_cache(actual, expected_or_inputs, recipe, page_size=page_size)
     if not verdict.passed:
         raise AssertionError(verdict.locator())
     return verdict

@@ -105,6 +105,9 @@ def test_key_cache_is_byte_equal_to_the_cli_and_the_cpp_reference(tmp_path, pres
         assert getattr(verdict.first, key) == cli_first[key], key
     with pytest.raises(AssertionError, match=f"token {token}"):
         d.assert_cache_equal(flipped, inputs, preset)
+    by_bytes = d.compare_cache(flipped, cache, preset, page_size=inputs.page_size)
+    assert not by_bytes and by_bytes.mismatched_bytes == 1
+    assert (by_bytes.first.page, by_bytes.first.slot, by_bytes.first.field) == (page, offset, "value")
     assert d.assert_cache_equal(cache, inputs, preset).passed
 
 
