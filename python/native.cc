@@ -397,20 +397,18 @@ std::string topk_metrics(const In<int32_t>& selected, const In<double>& exact, c
     const std::vector<int32_t> sel(selected.data() + r * k, selected.data() + (r + 1) * k);
     metrics.push_back(oracle::row_metrics(row, valid.data()[r], sel, reference, page_size));
   }
-  nlohmann::json out = {{"rows", rows}, {"k", k}};
-  const auto add = [&](const char* name, auto field) {
-    std::vector<double> values;
-    for (const oracle::RowMetrics& m : metrics) values.push_back(static_cast<double>(m.*field));
-    const oracle::Summary s = oracle::summarize(values);
+  const oracle::Aggregate a = oracle::aggregate(metrics);
+  nlohmann::json out = {{"rows", rows}, {"k", k}, {"threshold_valid_fraction", a.threshold_valid_fraction}};
+  const auto add = [&out](const char* name, const oracle::Summary& s) {
     out[name] = {{"mean", s.mean}, {"p1", s.p1}, {"p50", s.p50}, {"worst", s.worst}};
   };
-  add("recall", &oracle::RowMetrics::recall);
-  add("jaccard", &oracle::RowMetrics::jaccard);
-  add("tie_aware_recall", &oracle::RowMetrics::tie_aware_recall);
-  add("value_recall", &oracle::RowMetrics::value_recall);
-  add("mass_recall", &oracle::RowMetrics::mass_recall);
-  add("kendall_tau", &oracle::RowMetrics::kendall_tau);
-  add("page_recall", &oracle::RowMetrics::page_recall);
+  add("recall", a.recall);
+  add("jaccard", a.jaccard);
+  add("tie_aware_recall", a.tie_aware_recall);
+  add("value_recall", a.value_recall);
+  add("mass_recall", a.mass_recall);
+  add("kendall_tau", a.kendall_tau);
+  add("page_recall", a.page_recall);
   int64_t changed = 0;
   for (const oracle::RowMetrics& m : metrics) changed += m.changed;
   out["changed"] = changed;
