@@ -21,13 +21,16 @@ double hadamard_scale(double) { return 0x1.6a09e667f3bcdp-4; }
 
 template <class T>
 void apply_hadamard(T* x) {
+  // Stage h pairs j with j + h for every j whose bit h is clear: blocks of 2h values,
+  // the first half of each against its second half.
   for (int h = 1; h < kHeadDim; h *= 2) {
-    for (int j = 0; j < kHeadDim; ++j) {
-      if (j & h) continue;
-      const T a = x[j];
-      const T b = x[j + h];
-      x[j] = a + b;
-      x[j + h] = a - b;
+    for (int block = 0; block < kHeadDim; block += 2 * h) {
+      for (int j = block; j < block + h; ++j) {
+        const T a = x[j];
+        const T b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
     }
   }
   const T scale = hadamard_scale(T{});

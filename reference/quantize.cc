@@ -44,9 +44,13 @@ uint8_t ue8m0_of(float raw, ScalePow2 pow2) {
   return encode_ue8m0_ceil(raw);
 }
 
+// x is finite (store_head checked it), so a compare is fmax.
 float block_amax(const float* x, int n) {
   float amax = 0.0f;
-  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  for (int i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    amax = a > amax ? a : amax;
+  }
   return amax;
 }
 
@@ -104,6 +108,8 @@ StoredHead store_head(const T* x, const QuantSpec& spec) {
   }
   StoredHead out;
   out.format = spec.format;
+  out.value_bytes.reserve(value_bytes_per_head(spec.format));
+  out.scale_bytes.reserve(scale_bytes_per_head(spec.format));
   if (spec.format == StorageFormat::kNone) {
     for (int i = 0; i < kHeadDim; ++i) out.dot_values[i] = static_cast<double>(x[i]);
     return out;

@@ -50,5 +50,9 @@ PreparedQuery prepare_query(const std::vector<StoredHead>& heads, const std::vec
 // Scores of keys [0, n) for one query. Results are fp32 values (kFp32/kBf16) or fp64.
 std::vector<double> index_scores(const PreparedQuery& query, const KeyMatrix& keys,
                                  int64_t n, ScoreAccum accum);
+// Scores of keys [begin, end): entries begin..end-1 of the above (each key's score
+// depends on that key alone), so key ranges can be scored on separate threads.
+std::vector<double> index_scores(const PreparedQuery& query, const KeyMatrix& keys,
+                                 int64_t begin, int64_t end, ScoreAccum accum);
 
 }  // namespace dsaf::ref

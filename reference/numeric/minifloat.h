@@ -13,6 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+
+#include "reference/numeric/bit_cast.h"
 
 namespace dsaf::ref {
 
@@ -28,6 +31,8 @@ enum class Saturation : uint8_t { kSatFinite, kNonSaturating };
 // does by comparing |x| against the midpoints {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
 // with a strict `>` (docs/numerics.md §6.2).
 enum class Rounding : uint8_t { kNearestEven, kNearestTiesTowardZero };
+
+inline constexpr float kQuietNan = std::numeric_limits<float>::quiet_NaN();
 
 struct Bf16Traits {
   using Code = uint16_t;
@@ -79,22 +84,62 @@ typename Traits::Code encode(float x, Saturation saturation,
 template <class Traits>
 float decode(typename Traits::Code code);
 
-// Named entry points (what the rest of the reference calls).
+// Named entry points (what the rest of the reference calls). bf16 and the byte codes take
+// shortcuts that give the generic codec's results bit for bit (minifloat_test compares
+// them: every bf16 and byte code, and every fp32 exponent with each rounding case of the
+// low half; selftest compares the named encoders with NVIDIA's over all 2^32 inputs):
+// - bf16 shares fp32's sign and exponent fields, so at every finite magnitude the
+//   generic encoder's quantum is 2^16 fp32 quanta (shift = 16, subnormals included):
+//   encoding is round_shift_right(bits, 16) to nearest even, and the carry of the
+//   integer add runs into the exponent field exactly as the generic step 5 renormalises
+//   (up to 0x7F80, +inf, past the largest finite value: non-saturating). NaNs are
+//   canonicalised first, as the generic step 1 does.
+// - Decoding a finite or infinite bf16 code is the code in the top half of an fp32; a
+//   NaN code decodes to the generic codec's quiet NaN with the code's sign.
+// - e4m3fn values of magnitude in [2^-6, 448] (its normal range up to the largest finite
+//   value) have 3 fraction bits where fp32 has 23, so the generic quantum is 2^20 fp32
+//   quanta: the code is round_shift_right(|bits|, 20) to nearest even, with the carry
+//   into the exponent as in bf16, minus the bias difference (127 - 7) << 3. A magnitude
+//   <= 448 never rounds past 448 (0x7E). Every other input takes the generic encoder.
+// - Decoding a byte code (e4m3fn, e2m1) reads a table the generic decoder filled.
 inline uint16_t encode_bf16(float x) {
-  return encode<Bf16Traits>(x, Saturation::kNonSaturating);
+  const uint32_t bits = float_bits(x);
+  if ((bits & 0x7FFF'FFFFu) > 0x7F80'0000u) return Bf16Traits::kCanonicalNan;
+  const uint32_t round_half_even = 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + round_half_even) >> 16);
 }
-inline float decode_bf16(uint16_t code) { return decode<Bf16Traits>(code); }
+inline float decode_bf16(uint16_t code) {
+  if ((code & 0x7FFFu) > Bf16Traits::kInf) return (code & 0x8000u) != 0 ? -kQuietNan : kQuietNan;
+  return float_from_bits(static_cast<uint32_t>(code) << 16);
+}
 // round_bf16(x): x rounded to the nearest bf16 value (ties to even), returned as fp32.
 inline float round_bf16(float x) { return decode_bf16(encode_bf16(x)); }
 
-inline uint8_t encode_e4m3fn(float x, Saturation saturation) {
-  return encode<E4m3fnTraits>(x, saturation);
+// The generic decoder's value of every code of a byte format, filled on first use.
+template <class Traits>
+inline const float* decode_table() {
+  static const struct Table {
+    float values[256];
+    Table() {
+      for (int code = 0; code < 256; ++code) values[code] = decode<Traits>(static_cast<typename Traits::Code>(code));
+    }
+  } table;
+  return table.values;
 }
-inline float decode_e4m3fn(uint8_t code) { return decode<E4m3fnTraits>(code); }
+
+inline uint8_t encode_e4m3fn(float x, Saturation saturation) {
+  const uint32_t bits = float_bits(x);
+  const uint32_t magnitude = bits & 0x7FFF'FFFFu;
+  constexpr uint32_t kSmallestNormal = 0x3C80'0000u, kLargest = 0x43E0'0000u;  // 2^-6, 448
+  if (magnitude < kSmallestNormal || magnitude > kLargest) return encode<E4m3fnTraits>(x, saturation);
+  const uint32_t rounded = (magnitude + 0x7'FFFFu + ((magnitude >> 20) & 1u)) >> 20;
+  return static_cast<uint8_t>((bits >> 24 & 0x80u) | (rounded - ((127u - 7u) << 3)));
+}
+inline float decode_e4m3fn(uint8_t code) { return decode_table<E4m3fnTraits>()[code]; }
 
 inline uint8_t encode_e2m1(float x, Rounding rounding) {
   return encode<E2m1Traits>(x, Saturation::kSatFinite, rounding);
 }
-inline float decode_e2m1(uint8_t code) { return decode<E2m1Traits>(code); }
+inline float decode_e2m1(uint8_t code) { return decode_table<E2m1Traits>()[code]; }
 
 }  // namespace dsaf::ref

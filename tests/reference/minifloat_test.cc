@@ -4,6 +4,8 @@
 #include "reference/numeric/minifloat.h"
 
 #include <cmath>
+#include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -70,6 +72,47 @@ TEST(Bf16Encode, RoundsToNearestEvenOnTheLow16Bits) {
   EXPECT_EQ(encode_bf16(0x1p-133f), 0x0001);  // smallest bf16 subnormal
   EXPECT_EQ(decode_bf16(0x0001), 0x1p-133f);
   EXPECT_EQ(round_bf16(1.00390625f), 1.0f);  // 1 + 2^-8 -> 1
+}
+
+// The named entry points take shortcuts (minifloat.h); they must be the generic codec.
+// e4m3fn: every sign, exponent and top 3 fraction bits of fp32 (so every e4m3fn code and
+// both ends of the shortcut's range), each with low 20 bits below, at and above the
+// rounding midpoint and at their ends, and 32 random ones; both saturation modes.
+// (selftest compares the named encoder with NVIDIA's on all 2^32 patterns.)
+TEST(NamedCodecs, E4m3fnEncoderEqualsTheGenericOne) {
+  std::mt19937 rng(11);
+  std::vector<uint32_t> lows = {0x0'0000, 0x0'0001, 0x7'FFFF, 0x8'0000, 0x8'0001, 0xF'FFFF, 0x4'0000, 0xC'0000};
+  while (lows.size() < 40) lows.push_back(rng() & 0xF'FFFFu);
+  for (uint32_t high = 0; high < 0x1000u; ++high) {
+    for (const uint32_t low : lows) {
+      const float x = float_from_bits(high << 20 | low);
+      for (const Saturation sat : {Saturation::kSatFinite, Saturation::kNonSaturating}) {
+        ASSERT_EQ(encode_e4m3fn(x, sat), encode<E4m3fnTraits>(x, sat)) << std::hex << (high << 20 | low);
+      }
+    }
+  }
+}
+
+TEST(NamedCodecs, EqualTheGenericCodecBitForBit) {
+  for (uint32_t code = 0; code < 0x10000u; ++code) {
+    const float fast = decode_bf16(static_cast<uint16_t>(code));
+    const float generic = decode<Bf16Traits>(static_cast<uint16_t>(code));
+    ASSERT_EQ(float_bits(fast), float_bits(generic)) << "bf16 code " << code;
+  }
+  for (uint32_t code = 0; code < 256u; ++code) {
+    const auto c = static_cast<uint8_t>(code);
+    ASSERT_EQ(float_bits(decode_e4m3fn(c)), float_bits(decode<E4m3fnTraits>(c))) << "e4m3fn code " << code;
+    ASSERT_EQ(float_bits(decode_e2m1(c)), float_bits(decode<E2m1Traits>(c))) << "e2m1 code " << code;
+  }
+  // Every sign and exponent and the top of every mantissa, with the low half below,
+  // at, and above the rounding midpoint, at both parities, and at its ends.
+  const uint32_t lows[] = {0x0000, 0x0001, 0x3FFF, 0x7FFF, 0x8000, 0x8001, 0xC000, 0xFFFF, 0x5A5A, 0xA5A5};
+  for (uint32_t high = 0; high < 0x10000u; ++high) {
+    for (const uint32_t low : lows) {
+      const float x = float_from_bits(high << 16 | low);
+      ASSERT_EQ(encode_bf16(x), encode<Bf16Traits>(x, Saturation::kNonSaturating)) << std::hex << (high << 16 | low);
+    }
+  }
 }
 
 TEST(E2m1Codec, GridAndBothTieRules) {

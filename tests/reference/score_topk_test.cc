@@ -52,43 +52,55 @@ TEST(IndexScoreExact, Fp8DotIsExactAsTheProofInScoreHSays) {
   }
 }
 
+// Head counts below, at and past the vector width of the score loop (16 fp32 or 8 fp64
+// lanes), so both its vector and its scalar heads are pinned to the documented order.
 TEST(IndexScoreFp32, FollowsTheDocumentedOrderWithKeyScaleAfterTheHeadSum) {
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  const int H = 8;
-  std::vector<StoredHead> q_heads(H);
-  std::vector<double> w(H);
-  for (int h = 0; h < H; ++h) {
-    for (int d = 0; d < kHeadDim; ++d) q_heads[h].dot_values[d] = normal(rng);
-    w[h] = normal(rng);
-  }
-  const PreparedQuery query = prepare_query(q_heads, w);
-  KeyMatrix keys;
-  for (int s = 0; s < 64; ++s) {
-    StoredHead k;
-    for (int d = 0; d < kHeadDim; ++d) k.dot_values[d] = normal(rng);
-    k.dot_scale = std::fabs(normal(rng)) + 0.001f;
-    keys.append(k);
-  }
-  const std::vector<double> scores = index_scores(query, keys, 64, ScoreAccum::kFp32);
-  int scale_placement_matters = 0;
-  for (int s = 0; s < 64; ++s) {
-    float sum = 0.0f, sum_scaled_inside = 0.0f;
-    const float k_scale = static_cast<float>(keys.dot_scales[s]);
+  for (const int H : {1, 8, 17, 64}) {
+    std::mt19937 rng(5 + H);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<StoredHead> q_heads(H);
+    std::vector<double> w(H);
     for (int h = 0; h < H; ++h) {
-      float dot = 0.0f;
-      for (int d = 0; d < kHeadDim; ++d) {
-        dot += static_cast<float>(q_heads[h].dot_values[d]) * static_cast<float>(keys.dot_values[s * kHeadDim + d]);
-      }
-      const float relu = dot > 0.0f ? dot : 0.0f;
-      sum += relu * static_cast<float>(w[h]);
-      sum_scaled_inside += (relu * static_cast<float>(w[h])) * k_scale;
+      for (int d = 0; d < kHeadDim; ++d) q_heads[h].dot_values[d] = normal(rng);
+      w[h] = normal(rng);
     }
-    ASSERT_EQ(scores[s], static_cast<double>(sum * k_scale)) << s;
-    scale_placement_matters += sum * k_scale != sum_scaled_inside;
+    const PreparedQuery query = prepare_query(q_heads, w);
+    KeyMatrix keys;
+    for (int s = 0; s < 64; ++s) {
+      StoredHead k;
+      for (int d = 0; d < kHeadDim; ++d) k.dot_values[d] = normal(rng);
+      k.dot_scale = std::fabs(normal(rng)) + 0.001f;
+      keys.append(k);
+    }
+    const std::vector<double> scores = index_scores(query, keys, 64, ScoreAccum::kFp32);
+    const std::vector<double> fp64_scores = index_scores(query, keys, 64, ScoreAccum::kExact);
+    int scale_placement_matters = 0;
+    for (int s = 0; s < 64; ++s) {
+      float sum = 0.0f, sum_scaled_inside = 0.0f;
+      double sum64 = 0.0;
+      const float k_scale = static_cast<float>(keys.dot_scales[s]);
+      for (int h = 0; h < H; ++h) {
+        float dot = 0.0f;
+        double dot64 = 0.0;
+        for (int d = 0; d < kHeadDim; ++d) {
+          dot += static_cast<float>(q_heads[h].dot_values[d]) * static_cast<float>(keys.dot_values[s * kHeadDim + d]);
+          dot64 += q_heads[h].dot_values[d] * keys.dot_values[s * kHeadDim + d];
+        }
+        const float relu = dot > 0.0f ? dot : 0.0f;
+        sum += relu * static_cast<float>(w[h]);
+        sum_scaled_inside += (relu * static_cast<float>(w[h])) * k_scale;
+        sum64 += (dot64 > 0.0 ? dot64 : 0.0) * w[h];
+      }
+      ASSERT_EQ(scores[s], static_cast<double>(sum * k_scale)) << "H " << H << " key " << s;
+      ASSERT_EQ(fp64_scores[s], sum64 * keys.dot_scales[s]) << "H " << H << " key " << s;
+      scale_placement_matters += sum * k_scale != sum_scaled_inside;
+    }
+    // The placement of the key scale is observable in fp32 once there are two terms to
+    // sum, so the test above pins it.
+    if (H > 1) {
+      EXPECT_GT(scale_placement_matters, 0) << "H " << H;
+    }
   }
-  // The placement of the key scale is observable in fp32, so the test above pins it.
-  EXPECT_GT(scale_placement_matters, 0);
 }
 
 TEST(IndexScoreBf16, RoundsDotTermAndSumToBf16) {
