@@ -3,10 +3,17 @@
 //
 //   I[t, s] = k_scale[s] * sum_h ReLU( q[t, h] . k[s] ) * w[t, h]
 //
-// One thread per (query row, key): the 128-term dot of every head is its own sequential
-// chain (acc = acc + q_d * k_d, each op rounded), the head sum is sequential in h, and the
-// key scale multiplies last — the order of reference/score.cc, so the fp32 result is
-// byte-equal. Variants (cache format, head count, accumulation) are template parameters.
+// Two keys per thread against one query row: the 128-term dot of every head is its own
+// sequential chain (acc = acc + q_d * k_d, each op rounded; one fma where the product is
+// exact, which is the same bits), the head sum is sequential in h, and the key scale
+// multiplies last — the order of reference/score.cc, so the fp32 result is byte-equal.
+// Variants (cache format, head count, accumulation) are template parameters.
+//
+// Bound: the chain is one dependent fp32 operation per multiply-add, 64 heads x 128 dims =
+// 8,192 per key and query row. On the H200 (132 SMs x 128 fp32 lanes at 1.98 GHz, 33.5 T
+// fma/s) the decode case (32 rows x 131,072 keys) needs 34.4 G of them: >= 1.03 ms, 13% of
+// the copy bandwidth for its 571 MB; the separate multiply and add of an inexact product
+// doubles that. docs/key-path-speed.md has the measured times.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -23,7 +30,7 @@
 namespace dsaf::dev {
 namespace {
 
-constexpr int kKeysPerBlock = 128;
+constexpr int kKeysPerBlock = 256;
 
 // The value that enters the dot for element d of a stored head (quantize.h StoredHead::
 // dot_values): e4m3 codes unscaled (fp8's scale multiplies after the head sum), e2m1
@@ -92,24 +99,170 @@ __device__ __forceinline__ float head_sum(const float (&dots)[kHeads], const flo
   return k_scale != 1.0f ? to_bf16_and_back(__fmul_rn(score, k_scale)) : score;
 }
 
+// ---- When a fused multiply-add gives the reference's bits ----------------------------
+// The reference rounds q_d * k_d, then acc + product. When the product is exact in fp32,
+// round(acc + round(q_d k_d)) = round(acc + q_d k_d) = fma(q_d, k_d, acc): one instruction
+// instead of two, the same bits. The product of two finite fp32 values is exact when
+//   (a) their significands have at most 24 bits together: e4m3fn values have 4 (m * 2^e,
+//       m <= 15), e2m1 values times a power of two 2, bf16 8, fp32 24; and
+//   (b) it is a normal number: with e = floor(log2 |v|) over a row's nonzero query values
+//       in [q_lo, q_hi] and a key's in [k_lo, k_hi], q_lo + k_lo >= -126 keeps every
+//       product >= 2^-126, and q_hi + k_hi <= 126 keeps it < 2^128 (a 24-bit significand
+//       below 2^128 is at most FLT_MAX).
+// Zeros give exact products; a subnormal, infinite or NaN value fails (b) (its e counts as
+// -1000 or +1000), and then the key takes the separate multiply and add.
+constexpr int kNoValueLo = 1000, kNoValueHi = -1000;  // the range of a head with no nonzero value
+
+__device__ __forceinline__ void widen_exponent_range(float v, int& lo, int& hi) {
+  const unsigned bits = __float_as_uint(v);
+  if ((bits & 0x7FFF'FFFFu) == 0) return;
+  const int biased = static_cast<int>((bits >> 23) & 0xFF);
+  const int e = biased == 0 ? -1000 : biased == 255 ? 1000 : biased - 127;
+  lo = min(lo, e);
+  hi = max(hi, e);
+}
+
+__host__ __device__ constexpr int significand_bits(ref::StorageFormat f) {
+  return f == ref::StorageFormat::kFp8E4m3fn ? 4 : f == ref::StorageFormat::kFp4E2m1 ? 2 : f == ref::StorageFormat::kFp32 ? 24 : 8;
+}
+
+// acc + q * k in the reference's rounding: fused when the products are exact (above).
+template <bool kFused>
+__device__ __forceinline__ float accumulate(float acc, float q, float k) {
+  if constexpr (kFused) {
+    return __fmaf_rn(q, k, acc);
+  } else {
+    return __fadd_rn(acc, __fmul_rn(q, k));
+  }
+}
+
+// A thread's keys: their value and scale pointers; key j is used when valid[j].
+template <ref::StorageFormat kKeyFormat, int kKeys>
+struct ThreadKeys {
+  const uint8_t* values[kKeys];
+  const uint8_t* scales[kKeys];
+  bool valid[kKeys];
+};
+
+// Word `word` (0..kValueBytes/4) of key j: one 16-byte load per chunk where every slot is
+// 16-byte aligned, else 4-byte loads (a slot is only 4-byte aligned for fp8 and fp4 pages
+// of 1 or 2 tokens: P x 132 or P x 68 bytes per page).
+__device__ __forceinline__ uint4 load_chunk(const uint8_t* values, int chunk, bool aligned16) {
+  if (aligned16) return reinterpret_cast<const uint4*>(values)[chunk];
+  const unsigned* w = reinterpret_cast<const unsigned*>(values) + 4 * chunk;
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The dots of every head against kKeys keys, each head's dot its own sequential chain over
+// d = 0..127 (the reference's order). A key's values are decoded word by word in d order;
+// each query value read from shared memory serves all kKeys keys.
+template <bool kFused, ref::StorageFormat kKeyFormat, int kHeads, int kKeys>
+__device__ __forceinline__ void key_dots(const float (&q)[kHeadDim][kHeads], const ThreadKeys<kKeyFormat, kKeys>& keys,
+                                         bool aligned16, float (&dots)[kKeys][kHeads]) {
+  constexpr int kValueBytes = value_bytes(kKeyFormat);
+  constexpr int kPerWord = kValuesPerWord<kKeyFormat>;
+#pragma unroll
+  for (int j = 0; j < kKeys; ++j) {
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) dots[j][h] = 0.0f;
+  }
+#pragma unroll 1
+  for (int chunk = 0; chunk < kValueBytes / 16; ++chunk) {
+    uint4 words[kKeys];
+    float block_scale[kKeys];
+#pragma unroll
+    for (int j = 0; j < kKeys; ++j) {
+      words[j] = load_chunk(keys.values[j], chunk, aligned16);
+      // fp4: a chunk is 32 values, one scale block (pow2_scale(scales[d / 32]) of every d in it).
+      block_scale[j] = kKeyFormat == ref::StorageFormat::kFp4E2m1 ? pow2_scale(keys.scales[j][chunk]) : 1.0f;
+    }
+#pragma unroll 1
+    for (int k = 0; k < 4; ++k) {  // word k of the chunk is words[j].x; the rest move down
+#pragma unroll
+      for (int i = 0; i < kPerWord; ++i) {
+        const int d = (4 * chunk + k) * kPerWord + i;
+        float kv[kKeys];
+#pragma unroll
+        for (int j = 0; j < kKeys; ++j) kv[j] = word_value<kKeyFormat>(words[j].x, i, block_scale[j]);
+#pragma unroll
+        for (int h = 0; h < kHeads; h += 4) {
+          const float4 q4 = *reinterpret_cast<const float4*>(&q[d][h]);
+#pragma unroll
+          for (int j = 0; j < kKeys; ++j) {
+            dots[j][h] = accumulate<kFused>(dots[j][h], q4.x, kv[j]);
+            dots[j][h + 1] = accumulate<kFused>(dots[j][h + 1], q4.y, kv[j]);
+            dots[j][h + 2] = accumulate<kFused>(dots[j][h + 2], q4.z, kv[j]);
+            dots[j][h + 3] = accumulate<kFused>(dots[j][h + 3], q4.w, kv[j]);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kKeys; ++j) words[j] = make_uint4(words[j].y, words[j].z, words[j].w, 0u);
+    }
+  }
+}
+
+// The exponent range of a key's nonzero dot values. e4m3fn codes are known without
+// reading them: every nonzero one lies in [2^-9, 448], so e in [-9, 8].
+template <ref::StorageFormat kKeyFormat>
+__device__ __forceinline__ void key_exponent_range(const uint8_t* values, const uint8_t* scales, bool aligned16,
+                                                   int& lo, int& hi) {
+  if constexpr (kKeyFormat == ref::StorageFormat::kFp8E4m3fn) {
+    lo = -9;
+    hi = 8;
+  } else {
+    lo = kNoValueLo;
+    hi = kNoValueHi;
+#pragma unroll 1
+    for (int chunk = 0; chunk < value_bytes(kKeyFormat) / 16; ++chunk) {
+      const uint4 w = load_chunk(values, chunk, aligned16);
+      const float block_scale = kKeyFormat == ref::StorageFormat::kFp4E2m1 ? pow2_scale(scales[chunk]) : 1.0f;
+      const unsigned word[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+#pragma unroll
+        for (int i = 0; i < kValuesPerWord<kKeyFormat>; ++i) {
+          widen_exponent_range(word_value<kKeyFormat>(word[k], i, block_scale), lo, hi);
+        }
+      }
+    }
+  }
+}
+
+// kKeysPerThread keys a thread, kKeysPerBlock / kKeysPerThread threads a block: key s of the
+// block's range is thread s % kThreads's key s / kThreads.
+constexpr int kKeysPerThread = 2;
+constexpr int kLogitThreads = kKeysPerBlock / kKeysPerThread;
+
 template <ref::StorageFormat kKeyFormat, int kHeads, ref::ScoreAccum kAccum>
-__global__ void __launch_bounds__(kKeysPerBlock)
+__global__ void __launch_bounds__(kLogitThreads)
 paged_logits_kernel(const PagedLogitsArgs args) {
   const int row = blockIdx.y;
   const int b = args.row_seq[row];
   const int64_t valid = args.row_valid[row];  // keys [0, valid) of sequence b
-  const int64_t s = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock + threadIdx.x;
+  const int64_t block_begin = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
   float* out = args.logits + static_cast<int64_t>(row) * args.max_context;
-  if (static_cast<int64_t>(blockIdx.x) * kKeysPerBlock >= valid) {  // the whole block is masked
-    if (s < args.max_context) out[s] = -INFINITY;
+  if (block_begin >= valid) {  // the whole block is masked
+    for (int j = 0; j < kKeysPerThread; ++j) {
+      const int64_t s = block_begin + j * kLogitThreads + threadIdx.x;
+      if (s < args.max_context) out[s] = -INFINITY;
+    }
     return;
   }
 
-  // The query's heads, decoded once per block, d-major so a thread reads 4 heads at once.
+  // The query's heads, decoded once per block, d-major so a thread reads 4 heads at once,
+  // and the exponent range of their nonzero values.
   __shared__ __align__(16) float q[kHeadDim][kHeads];
   __shared__ float w[kHeads];
+  __shared__ int q_range[2];  // lo, hi
+  if (threadIdx.x == 0) {
+    q_range[0] = kNoValueLo;
+    q_range[1] = kNoValueHi;
+  }
+  __syncthreads();
   const int q_value_bytes = value_bytes(args.q_format), q_scale_bytes = scale_bytes(args.q_format);
-  for (int i = threadIdx.x; i < kHeads * kHeadDim; i += kKeysPerBlock) {
+  int lo = kNoValueLo, hi = kNoValueHi;
+  for (int i = threadIdx.x; i < kHeads * kHeadDim; i += kLogitThreads) {
     const int h = i / kHeadDim, d = i % kHeadDim;
     const uint8_t* qv = args.q_values + (static_cast<int64_t>(row) * kHeads + h) * q_value_bytes;
     const uint8_t* qs = args.q_scales + (static_cast<int64_t>(row) * kHeads + h) * q_scale_bytes;
@@ -121,63 +274,53 @@ paged_logits_kernel(const PagedLogitsArgs args) {
       default: v = dot_value<ref::StorageFormat::kBf16>(qv, qs, d); break;
     }
     q[d][h] = v;
+    widen_exponent_range(v, lo, hi);
   }
-  for (int h = threadIdx.x; h < kHeads; h += kKeysPerBlock) w[h] = args.weights[static_cast<int64_t>(row) * kHeads + h];
+  atomicMin(&q_range[0], lo);
+  atomicMax(&q_range[1], hi);
+  for (int h = threadIdx.x; h < kHeads; h += kLogitThreads) w[h] = args.weights[static_cast<int64_t>(row) * kHeads + h];
   __syncthreads();
-  if (s >= args.max_context) return;
-  if (s >= valid) {
-    out[s] = -INFINITY;
-    return;
-  }
 
-  // The key's slot: page table row b, page s / P, offset s % P; [P x values | P x scales].
+  // The thread's keys: page table row b, page s / P, offset s % P; [P x values | P x scales].
+  // A key past the valid range reads the block's first key instead (always valid here)
+  // and is not written.
   constexpr int kValueBytes = value_bytes(kKeyFormat), kScaleBytes = scale_bytes(kKeyFormat);
-  const PageSlot slot = page_slot(s, args.page_size);
-  const int64_t page = args.page_tables[b * args.page_table_stride + slot.table_index];
-  const int offset = slot.offset;
-  const uint8_t* page_base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
-  const uint8_t* values = page_base + offset * kValueBytes;
-  const uint8_t* scales = page_base + args.page_size * kValueBytes + offset * kScaleBytes;
-
-  // The key's values 16 bytes at a time: one 16-byte load where the slot is 16-byte aligned,
-  // else four words (a slot is only 4-byte aligned for fp8 and fp4 pages of 1 or 2 tokens:
-  // P x 132 or P x 68 bytes per page). Each word is decoded value by value in d order, so
-  // the arithmetic (and its order) is the reference's, as before.
-  constexpr int kPerWord = kValuesPerWord<kKeyFormat>;
-  const bool aligned16 = (reinterpret_cast<uintptr_t>(values) & 15) == 0;
-  float dots[kHeads];
+  ThreadKeys<kKeyFormat, kKeysPerThread> keys;
+  bool aligned16 = true;
+  int k_lo = kNoValueLo, k_hi = kNoValueHi;
 #pragma unroll
-  for (int h = 0; h < kHeads; ++h) dots[h] = 0.0f;
-#pragma unroll 1
-  for (int chunk = 0; chunk < kValueBytes / 16; ++chunk) {
-    uint4 words;
-    if (aligned16) {
-      words = reinterpret_cast<const uint4*>(values)[chunk];
-    } else {
-      const unsigned* w = reinterpret_cast<const unsigned*>(values) + 4 * chunk;
-      words = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-    // fp4: a chunk is 32 values, one scale block (pow2_scale(scales[d / 32]) of every d in it).
-    const float block_scale = kKeyFormat == ref::StorageFormat::kFp4E2m1 ? pow2_scale(scales[chunk]) : 1.0f;
-#pragma unroll 1
-    for (int k = 0; k < 4; ++k) {  // word k of the chunk is words.x; the rest move down
-#pragma unroll
-      for (int i = 0; i < kPerWord; ++i) {
-        const int d = (4 * chunk + k) * kPerWord + i;
-        const float kv = word_value<kKeyFormat>(words.x, i, block_scale);
-#pragma unroll
-        for (int h = 0; h < kHeads; h += 4) {
-          const float4 q4 = *reinterpret_cast<const float4*>(&q[d][h]);
-          dots[h] = __fadd_rn(dots[h], __fmul_rn(q4.x, kv));
-          dots[h + 1] = __fadd_rn(dots[h + 1], __fmul_rn(q4.y, kv));
-          dots[h + 2] = __fadd_rn(dots[h + 2], __fmul_rn(q4.z, kv));
-          dots[h + 3] = __fadd_rn(dots[h + 3], __fmul_rn(q4.w, kv));
-        }
-      }
-      words = make_uint4(words.y, words.z, words.w, 0u);
-    }
+  for (int j = 0; j < kKeysPerThread; ++j) {
+    const int64_t s = block_begin + j * kLogitThreads + threadIdx.x;
+    keys.valid[j] = s < valid;
+    const PageSlot slot = page_slot(keys.valid[j] ? s : block_begin, args.page_size);
+    const int64_t page = args.page_tables[b * args.page_table_stride + slot.table_index];
+    const uint8_t* page_base = args.cache + page * args.page_size * (kValueBytes + kScaleBytes);
+    keys.values[j] = page_base + slot.offset * kValueBytes;
+    keys.scales[j] = page_base + args.page_size * kValueBytes + slot.offset * kScaleBytes;
+    aligned16 = aligned16 && (reinterpret_cast<uintptr_t>(keys.values[j]) & 15) == 0;
   }
-  out[s] = head_sum<kAccum>(dots, w, key_scale<kKeyFormat>(scales));
+#pragma unroll
+  for (int j = 0; j < kKeysPerThread; ++j) {
+    int key_lo, key_hi;
+    key_exponent_range<kKeyFormat>(keys.values[j], keys.scales[j], aligned16, key_lo, key_hi);
+    k_lo = min(k_lo, key_lo);
+    k_hi = max(k_hi, key_hi);
+  }
+  const bool fused = significand_bits(args.q_format) + significand_bits(kKeyFormat) <= 24 &&
+                     q_range[0] + k_lo >= -126 && q_range[1] + k_hi <= 126;
+
+  float dots[kKeysPerThread][kHeads];
+  if (fused) {
+    key_dots<true>(q, keys, aligned16, dots);
+  } else {
+    key_dots<false>(q, keys, aligned16, dots);
+  }
+#pragma unroll
+  for (int j = 0; j < kKeysPerThread; ++j) {
+    const int64_t s = block_begin + j * kLogitThreads + threadIdx.x;
+    if (s >= args.max_context) continue;
+    out[s] = keys.valid[j] ? head_sum<kAccum>(dots[j], w, key_scale<kKeyFormat>(keys.scales[j])) : -INFINITY;
+  }
 }
 
 template <class F>
@@ -212,9 +355,9 @@ void launch_paged_logits(const PagedLogitsArgs& args) {
       constexpr ref::StorageFormat kFormat = decltype(format)::value;
       constexpr int kHeads = decltype(heads)::value;
       if (args.accum == ref::ScoreAccum::kFp32) {
-        paged_logits_kernel<kFormat, kHeads, ref::ScoreAccum::kFp32><<<grid, kKeysPerBlock>>>(args);
+        paged_logits_kernel<kFormat, kHeads, ref::ScoreAccum::kFp32><<<grid, kLogitThreads>>>(args);
       } else {
-        paged_logits_kernel<kFormat, kHeads, ref::ScoreAccum::kBf16><<<grid, kKeysPerBlock>>>(args);
+        paged_logits_kernel<kFormat, kHeads, ref::ScoreAccum::kBf16><<<grid, kLogitThreads>>>(args);
       }
     });
   });

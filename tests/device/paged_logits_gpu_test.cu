@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <random>
 
 #include "device/api.h"
 #include "oracle/logits_bound.h"
 #include "reference/paged_cache.h"
 #include "reference/pipeline.h"
+#include "reference/quantize.h"
 #include "reference/rope.h"
 #include "reference/score.h"
 #include "tests/device/gpu_test_support.h"
@@ -293,6 +295,108 @@ TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
       }
     }
   }
+}
+
+// The exact-order kernel fuses q_d * k_d + acc into one fma only where the product is exact
+// (paged_logits.cu). Here it must not: fp32 queries (24-bit significands) and bf16 keys and
+// queries whose products overflow past 2^128 or fall below 2^-126 (huge, tiny and subnormal
+// values), in warps that mix such keys with ordinary ones. The reference's separate
+// multiply and add is checked bit for bit, and the host shows that fusing would have
+// changed some scores, so a kernel that fused everywhere fails here.
+TEST(PagedLogitsExactOrder, InexactProductsTakeTheSeparateMultiplyAndAdd) {
+  DSAF_REQUIRE_GPU();
+  std::mt19937 rng(29);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> coin(0, 3);
+  const int kHeads = 16, kPage = 64, kKeys = 1000;
+  const int64_t kPages = (kKeys + kPage - 1) / kPage;
+  // A value of random sign and significand with exponent e.
+  const auto with_exponent = [&](int e) { return std::ldexp(1.0f + std::fabs(normal(rng)) * 0.4f, e) * (coin(rng) & 1 ? 1 : -1); };
+  const auto extreme = [&](float v, int big, int tiny) {
+    const int c = coin(rng);
+    return c == 0 ? with_exponent(big) : c == 1 ? with_exponent(tiny) : v;
+  };
+  int64_t scores_checked = 0, fusing_would_differ = 0;
+  for (const ref::StorageFormat q_format : {ref::StorageFormat::kFp32, ref::StorageFormat::kBf16}) {
+    ref::QuantSpec q_spec{}, k_spec{};
+    q_spec.format = q_format;
+    k_spec.format = ref::StorageFormat::kBf16;
+    const bool fp32_q = q_format == ref::StorageFormat::kFp32;
+    // Keys: every fourth token ordinary; the others hold huge (2^60 .. 2^79) and tiny values
+    // (2^-100 .. 2^-133, bf16 subnormals included); with bf16 queries of up to 2^53 and down
+    // to 2^-40 some of their products leave fp32's normal range (a few overflow: their
+    // scores may be NaN, which both sides must give).
+    const ref::PagedCacheLayout layout(k_spec.format, kPage);
+    std::vector<uint8_t> cache(kPages * layout.page_bytes(), 0);
+    std::vector<int32_t> table(kPages);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    ref::KeyMatrix keys;
+    for (int t = 0; t < kKeys; ++t) {
+      float x[kHeadDim];
+      for (float& v : x) {
+        v = normal(rng);
+        if (t % 4 != 0) v = extreme(v, 60 + coin(rng) * 6, -100 - coin(rng) * 11);
+      }
+      const ref::StoredHead head = ref::store_head(x, k_spec);
+      layout.store(cache, layout.locate(table, t, kPages), head);
+      keys.append(head);
+    }
+    std::vector<ref::StoredHead> q_heads;
+    std::vector<double> w;
+    for (int h = 0; h < kHeads; ++h) {
+      float x[kHeadDim];
+      for (float& v : x) v = fp32_q ? normal(rng) * 3.0f : extreme(normal(rng), 40 + coin(rng) * 4, -40);
+      q_heads.push_back(ref::store_head(x, q_spec));
+      w.push_back(static_cast<float>(normal(rng)));
+    }
+    const ref::PreparedQuery query = ref::prepare_query(q_heads, w);
+    const std::vector<double> expected = ref::index_scores(query, keys, kKeys, ref::ScoreAccum::kFp32);
+
+    std::vector<uint8_t> q_values;
+    std::vector<float> weights(w.begin(), w.end());
+    for (const ref::StoredHead& h : q_heads) q_values.insert(q_values.end(), h.value_bytes.begin(), h.value_bytes.end());
+    const std::vector<int32_t> row_seq = {0}, row_valid = {kKeys};
+    DeviceBuffer<uint8_t> d_cache(cache), d_q(q_values);
+    DeviceBuffer<float> d_w(weights), d_logits(kKeys);
+    DeviceBuffer<int32_t> d_table(table), d_seq(row_seq), d_valid(row_valid);
+    dev::PagedLogitsArgs a;
+    a.q_values = d_q.get();
+    a.q_scales = d_q.get();
+    a.weights = d_w.get();
+    a.q_format = q_format;
+    a.k_format = k_spec.format;
+    a.rows = 1;
+    a.num_heads = kHeads;
+    a.row_seq = d_seq.get();
+    a.row_valid = d_valid.get();
+    a.cache = d_cache.get();
+    a.page_size = kPage;
+    a.page_tables = d_table.get();
+    a.page_table_stride = kPages;
+    a.max_context = kKeys;
+    a.logits = d_logits.get();
+    dev::launch_paged_logits(a);
+    const std::vector<float> logits = d_logits.download();
+    for (int s = 0; s < kKeys; ++s) {
+      if (std::isnan(logits[s]) && std::isnan(expected[s])) continue;
+      ASSERT_EQ(bits_of(logits[s]), bits_of(static_cast<float>(expected[s])))
+          << (fp32_q ? "fp32" : "bf16") << " queries, key " << s << ": " << logits[s] << " vs " << expected[s];
+      ++scores_checked;
+      // The same score with every product fused into an fma.
+      float sum = 0.0f;
+      for (int h = 0; h < kHeads; ++h) {
+        float dot = 0.0f;
+        for (int d = 0; d < kHeadDim; ++d) {
+          dot = std::fma(static_cast<float>(q_heads[h].dot_values[d]), static_cast<float>(keys.dot_values[s * kHeadDim + d]), dot);
+        }
+        sum = sum + (dot > 0.0f ? dot : 0.0f) * weights[h];
+      }
+      fusing_would_differ += bits_of(sum) != bits_of(static_cast<float>(expected[s]));
+    }
+  }
+  EXPECT_GT(scores_checked, kKeys);  // NaN pairs aside
+  EXPECT_GT(fusing_would_differ, 100) << "the inputs do not tell fused from separate rounding";
 }
 
 // The tensor-core kernel takes only what its operand types hold exactly; everything else is
