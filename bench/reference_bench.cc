@@ -89,14 +89,12 @@ void BM_KeyPathScoresTop512(benchmark::State& state) {
   const NormParams norm{gamma.data(), beta.data()};
   const int threads = static_cast<int>(state.range(0));
   for (auto _ : state) {
-    std::vector<StoredHead> heads(kKeys);
+    KeyMatrix keys(kKeys);  // filled in place, as oracle::build_keys does for the studies
     dsaf::oracle::parallel_for(kKeys, threads, [&](int64_t begin, int64_t end) {
       for (int64_t s = begin; s < end; ++s) {
-        heads[s] = run_key_path(recipe, k_in.data() + s * kHeadDim, static_cast<int>(s), norm, rope);
+        keys.put(s, run_key_path(recipe, k_in.data() + s * kHeadDim, static_cast<int>(s), norm, rope));
       }
     });
-    KeyMatrix keys;
-    for (const StoredHead& h : heads) keys.append(h);
     const QueryOutput q = run_query_path(recipe, q_in.data(), kHeads, wproj.data(), static_cast<int>(kKeys - 1), rope);
     const PreparedQuery prepared = prepare_query(q.heads, q.weights);
     std::vector<double> scores(kKeys);

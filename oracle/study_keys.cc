@@ -68,26 +68,14 @@ nlohmann::json describe_activations(const std::shared_ptr<const ActivationSource
 
 }  // namespace study_detail
 
-namespace {
-
-void put_key(ref::KeyMatrix& keys, int64_t s, const ref::StoredHead& head) {
-  std::copy(head.dot_values.begin(), head.dot_values.end(), keys.dot_values.begin() + s * kHeadDim);
-  keys.dot_scales[s] = head.dot_scale;
-}
-
-}  // namespace
-
 ref::KeyMatrix build_keys(const Recipe& recipe, const ActivationSource& acts, int64_t n,
                           const ref::RopeTable& rope, int threads) {
-  ref::KeyMatrix keys;
-  keys.num_keys = n;
-  keys.dot_values.resize(static_cast<size_t>(n) * kHeadDim);
-  keys.dot_scales.resize(n);
+  ref::KeyMatrix keys(n);
   parallel_for(n, threads, [&](int64_t begin, int64_t end) {
     float k_in[kHeadDim];
     for (int64_t s = begin; s < end; ++s) {
       acts.key_input(s, k_in);
-      put_key(keys, s, study_detail::key_of(recipe, acts, k_in, s, rope));
+      keys.put(s, study_detail::key_of(recipe, acts, k_in, s, rope));
     }
   });
   return keys;

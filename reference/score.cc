@@ -6,6 +6,7 @@
 // CMakeLists) keeps every multiply and add separately rounded on every clone.
 #include "reference/score.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -60,6 +61,14 @@ template <class T>
 T relu(T v) { return v > T(0) ? v : T(0); }
 
 }  // namespace
+
+KeyMatrix::KeyMatrix(int64_t n)
+    : num_keys(n), dot_values(static_cast<size_t>(n) * kHeadDim), dot_scales(static_cast<size_t>(n)) {}
+
+void KeyMatrix::put(int64_t s, const StoredHead& key) {
+  std::copy(key.dot_values.begin(), key.dot_values.end(), dot_values.begin() + s * kHeadDim);
+  dot_scales[s] = key.dot_scale;
+}
 
 void KeyMatrix::append(const StoredHead& key) {
   dot_values.insert(dot_values.end(), key.dot_values.begin(), key.dot_values.end());

@@ -42,7 +42,10 @@ struct KeyMatrix {
   int64_t num_keys = 0;
   std::vector<double> dot_values;  // [n][128]
   std::vector<double> dot_scales;  // [n]
+  KeyMatrix() = default;
+  explicit KeyMatrix(int64_t n);  // n keys, to be filled with put (each key from any thread)
   void append(const StoredHead& key);
+  void put(int64_t s, const StoredHead& key);  // key s of [0, num_keys)
 };
 
 PreparedQuery prepare_query(const std::vector<StoredHead>& heads, const std::vector<double>& weights);
