@@ -4,7 +4,8 @@ rows, sorted=True, on the GPU; the baseline the exact kernel (device/topk.cu) is
 with. Inputs as in topk_bench: Gaussian fp32, and the same rounded to bf16 (kept in fp32).
 Timing as in topk_bench: CUDA events around one call, median of 21 runs after 3 warm-ups.
 Prints one JSON object. Note torch.topk leaves the order of equal scores unspecified.
-Usage: torch_topk.py [K]   (default 2048; scripts/conformance.sh also times 512 and 1024)"""
+Usage: torch_topk.py [K [ROWS LENGTH]]   (default 2048, 32 x 131072; scripts/conformance.sh
+also times K 512 and 1024)"""
 import json
 import sys
 
@@ -12,8 +13,8 @@ import torch
 
 from torch_timing import median_ms
 
-ROWS, LENGTH = 32, 131072
 K = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
+ROWS, LENGTH = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (32, 131072)
 
 
 

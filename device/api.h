@@ -214,7 +214,7 @@ void launch_paged_logits_fast(const PagedLogitsArgs& args);
 // are compared as fp32 values through their bits (subnormals kept, no flush to zero). A NaN
 // among a row's valid scores is bad input: that row gets all -1 and status kNaN.
 inline constexpr int kTopKMaxK = 2048;
-inline constexpr int kTopKMaxRowLength = 1 << 18;  // 262,144 positions
+inline constexpr int kTopKMaxRowLength = 1 << 20;  // 1,048,576 positions (1M-token contexts)
 
 enum class TopKRowStatus : int32_t { kOk = 0, kNaN = 1, kBadLength = 2, kInternal = 3 };
 

@@ -2,8 +2,8 @@
 // ref::select_topk (reference/topk.h). No arithmetic: scores are compared through their
 // bit patterns, so the result is the reference's to the bit, with no rounding to bound.
 //
-// Order. Score s at position i of a row gets the 50-bit composite
-//   c = order_key(s) << 18 | (2^18 - 1 - i),
+// Order. Score s at position i of a row gets the 52-bit composite
+//   c = order_key(s) << 20 | (2^20 - 1 - i),
 // where order_key maps fp32 bits to a uint32 with the order of the floats (positives: sign
 // bit set; negatives: all bits flipped) after -0.0 is made +0.0, since the reference compares
 // doubles and -0.0 == +0.0 there (a tie, broken by index). Subnormals keep their bits (no
@@ -16,7 +16,7 @@
 // still "in play" and each block keeps its own histogram in shared memory; the blocks read
 // one another's histograms through distributed shared memory (DSMEM), so every block picks
 // the same digit. Radix select, most significant digit first, over the five digit fields
-//   composite bits [49:39] [38:28] [27:18] (the score) [17:9] [8:0] (the index)
+//   composite bits [51:41] [40:30] [29:20] (the score) [19:10] [9:0] (the index)
 // 1. Pass 0 reads the whole row (float4 where aligned), flags NaN, histograms field 0.
 // 2. After each histogram the cluster sums it and finds the bin b holding the remaining-th
 //    largest composite among those in play. Elements in play with a digit above b are
@@ -29,9 +29,15 @@
 //    histogram) fits in kBufferCapacity. Later passes read the buffer instead of the row.
 //    When the count does not fit, the next pass reads the row again: an overflowing
 //    candidate set costs a pass over the row, never an element (docs/numerics.md §5.5 is the
-//    upstream kernel that drops them).
+//    upstream kernel that drops them). Pass 0 of a slice larger than the buffer cannot know
+//    its bin yet, so it buffers speculatively: one score a thread estimates the smallest
+//    field-0 digit t whose elements fill at most half the buffer, and pass 0 buffers every
+//    digit >= t. If the chosen bin b is >= t and nothing overflowed, the buffer holds all
+//    that is still in play (and some that drops out, digits in [t, b)), and pass 1 reads it
+//    instead of the row; otherwise pass 1 reads the row. The sample decides speed only.
 // 4. Block 0 gathers the selected composites of the cluster (at most kTopKMaxK), sorts them
-//    in descending order (bitonic network) and writes the indices, -1 after the valid count.
+//    in descending order (CUB's block merge sort, two a thread) and writes the indices, -1
+//    after the valid count.
 // Determinism: the selected set is a function of the row only, and sorting distinct
 // composites has one result, so the unordered shared-memory appends (atomicAdd slots) and
 // the slice split never show in the output; every blocks_per_row gives the same bits.
@@ -50,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include <cub/block/block_merge_sort.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "device/api.h"
@@ -60,7 +67,7 @@ namespace dsaf::dev::topk_select {
 namespace cg = cooperative_groups;
 
 constexpr int kThreads = 1024;
-constexpr int kIndexBits = 18;  // the index field of the composite
+constexpr int kIndexBits = 20;  // the index field of the composite
 static_assert(kTopKMaxRowLength == 1 << kIndexBits, "every index fits the composite's index field");
 constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
 constexpr int kDigitBits = 11;          // the widest digit field
@@ -83,9 +90,9 @@ struct Field {
   int shift;
   int width;
 };
-// The digit fields, most significant first: 11 + 11 + 10 score bits, 9 + 9 index bits.
+// The digit fields, most significant first: 11 + 11 + 10 score bits, 10 + 10 index bits.
 __host__ __device__ constexpr Field field(int f) {
-  return f == 0 ? Field{39, 11} : f == 1 ? Field{28, 11} : f == 2 ? Field{18, 10} : f == 3 ? Field{9, 9} : Field{0, 9};
+  return f == 0 ? Field{41, 11} : f == 1 ? Field{30, 11} : f == 2 ? Field{20, 10} : f == 3 ? Field{10, 10} : Field{0, 10};
 }
 static_assert(field(0).shift + field(0).width == 32 + kIndexBits, "field 0 starts at the composite's top bit");
 static_assert(field(1).shift + field(1).width == field(0).shift &&
@@ -107,23 +114,33 @@ struct Plan {
   T mask_in, value_in, mask_sel, value_sel;
   int digit_shift;
   uint32_t digit_mask;
-  bool buffer;  // copy the histogrammed elements into the block's buffer
+  bool buffer;           // copy the histogrammed elements of digit >= buffer_from into the buffer
+  uint32_t buffer_from;  // 0, or pass 0's speculative threshold (step 3)
 };
 
 struct Scalars {
   uint32_t selected_count;
   uint32_t buffered_count;
   uint32_t has_nan;
-  uint32_t overflow;  // a shared array would have overflowed: a bug, reported as kInternal
+  uint32_t overflow;         // the selection would have overflowed: a bug, reported as kInternal
+  uint32_t buffer_overflow;  // the buffer would have: a bug, unless the buffering was speculative
   uint32_t bin, above, bin_total;
+  uint32_t threshold;        // the speculative buffer's digit (kBins: none)
 };
 
 using BlockScan = cub::BlockScan<uint32_t, kThreads>;
+// The final order: kTopKMaxK composites, two a thread (blocked: thread t holds ranks 2t, 2t+1).
+constexpr int kSortItems = kTopKMaxK / kThreads;
+static_assert(kSortItems * kThreads == kTopKMaxK, "the sort holds every selected composite");
+using BlockSort = cub::BlockMergeSort<uint64_t, kThreads, kSortItems>;
 
 struct Smem {
-  uint64_t buffer[kBufferCapacity];  // candidates in play; at the end block 0's sort array
+  uint64_t buffer[kBufferCapacity];  // candidates in play; at the end block 0's gathered selection
   uint64_t selected[kTopKMaxK];      // this block's selected composites, unordered
-  uint32_t hist[2][kBins];           // alternate passes: peers may still read the last one
+  union {
+    uint32_t hist[2][kBins];           // alternate passes: peers may still read the last one
+    BlockSort::TempStorage sort;       // after the last pass (block 0)
+  };
   Scalars s;
   BlockScan::TempStorage scan;
 };
@@ -171,13 +188,18 @@ __device__ __forceinline__ T* peer(T* local, int rank) {
 }
 
 // ---- One element --------------------------------------------------------------------------
+// One atomicAdd per group of lanes appending together (the slots' order is free: the output
+// is sorted, and the buffer is a set).
 __device__ __forceinline__ void append(uint64_t* array, uint32_t* count, uint32_t capacity, uint64_t c,
                                        uint32_t* overflow) {
-  const uint32_t slot = atomicAdd(count, 1u);
+  const cg::coalesced_group group = cg::coalesced_threads();
+  uint32_t base = 0;
+  if (group.thread_rank() == 0) base = atomicAdd(count, group.size());
+  const uint32_t slot = group.shfl(base, 0) + group.thread_rank();
   if (slot < capacity) {
     array[slot] = c;
   } else {
-    *overflow = 1u;  // never by construction; reported rather than dropped silently
+    *overflow = 1u;
   }
 }
 
@@ -191,8 +213,11 @@ __device__ __forceinline__ void visit(T x, uint64_t c, const Plan<T>& p, uint32_
   }
   if constexpr (!kFinal) {
     if (high == p.value_sel) {
-      atomicAdd(&hist[static_cast<uint32_t>(x >> p.digit_shift) & p.digit_mask], 1u);
-      if (p.buffer) append(sm.buffer, &sm.s.buffered_count, kBufferCapacity, c, &sm.s.overflow);
+      const uint32_t digit = static_cast<uint32_t>(x >> p.digit_shift) & p.digit_mask;
+      atomicAdd(&hist[digit], 1u);
+      if (p.buffer && digit >= p.buffer_from) {
+        append(sm.buffer, &sm.s.buffered_count, kBufferCapacity, c, &sm.s.buffer_overflow);
+      }
     }
   }
 }
@@ -290,11 +315,39 @@ __device__ void scan_row_plan(const Slice& s, const Plan<uint64_t>& p, uint32_t*
                                 static_cast<uint32_t>(p.value_sel >> kIndexBits),
                                 kFinal ? 0 : p.digit_shift - kIndexBits,
                                 p.digit_mask,
-                                p.buffer};
+                                p.buffer,
+                                p.buffer_from};
     scan_row<kFinal, kVectorUnroll<kCluster>>(s, narrow, hist, sm);
   } else {
     scan_row<kFinal, kVectorUnroll<kCluster>>(s, p, hist, sm);
   }
+}
+
+// Pass 0's speculative threshold (step 3): from one score a thread, spread evenly over the
+// slice, the smallest field-0 digit d whose estimated count of digits >= d (samples x
+// slice / samples) is at most half the buffer; kBins when even the top bin's is more.
+// Sample counts are summed from the top bin down as in find_bin. Writes sm.s.threshold.
+__device__ void sample_threshold(const Slice& s, uint32_t* sample_hist, Smem& sm) {
+  const int tid = threadIdx.x;
+  for (int i = tid; i < kBins; i += kThreads) sample_hist[i] = 0;
+  if (tid == 0) sm.s.threshold = kBins;
+  __syncthreads();
+  const int64_t span = 4 * static_cast<int64_t>(s.vec_end - s.vec_begin);
+  const uint32_t bits = __float_as_uint(s.row[s.head + 4 * static_cast<int64_t>(s.vec_begin) + span * tid / kThreads]);
+  if ((bits & 0x7FFF'FFFFu) <= 0x7F80'0000u) atomicAdd(&sample_hist[order_key(bits) >> (32 - kDigitBits)], 1u);
+  __syncthreads();
+  const int hi = kBins - 1 - 2 * tid, lo = hi - 1;
+  const uint32_t n_hi = sample_hist[hi], n_lo = sample_hist[lo];
+  uint32_t above = 0;
+  BlockScan(sm.scan).ExclusiveSum(n_hi + n_lo, above);
+  // Samples allowed at or above the threshold: (capacity / 2) x samples / slice scores.
+  const int64_t allowed = int64_t{kBufferCapacity / 2} * kThreads / (span > 0 ? span : 1);
+  if (above + n_hi + n_lo <= allowed) {
+    atomicMin(&sm.s.threshold, static_cast<uint32_t>(lo));
+  } else if (above + n_hi <= allowed) {
+    atomicMin(&sm.s.threshold, static_cast<uint32_t>(hi));
+  }
+  __syncthreads();
 }
 
 // Finds the bin of the cluster-wide histogram holding the `remaining`-th largest element
@@ -306,10 +359,10 @@ __device__ void find_bin(uint32_t* hist, uint32_t remaining, Smem& sm) {
   const int hi = kBins - 1 - 2 * static_cast<int>(threadIdx.x), lo = hi - 1;
   uint32_t n_hi = 0, n_lo = 0;
 #pragma unroll
-  for (int r = 0; r < kCluster; ++r) {
-    const uint32_t* h = peer<kCluster>(hist, r);
-    n_hi += h[hi];
-    n_lo += h[lo];
+  for (int r = 0; r < kCluster; ++r) {  // bins lo (even) and hi = lo + 1 in one 8-byte load
+    const uint2 pair = *reinterpret_cast<const uint2*>(peer<kCluster>(hist, r) + lo);
+    n_lo += pair.x;
+    n_hi += pair.y;
   }
   uint32_t above = 0;
   BlockScan(sm.scan).ExclusiveSum(n_hi + n_lo, above);
@@ -324,25 +377,6 @@ __device__ void find_bin(uint32_t* hist, uint32_t remaining, Smem& sm) {
     sm.s.bin_total = n_lo;
   }
   __syncthreads();
-}
-
-// Sorts keys[0, m) in descending order, m a power of two (bitonic network: the same
-// compare-exchange sequence for every input, so equal inputs give equal outputs).
-__device__ void bitonic_sort_descending(uint64_t* keys, uint32_t m) {
-  for (uint32_t size = 2; size <= m; size <<= 1) {
-    for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-      for (uint32_t t = threadIdx.x; t < m / 2; t += kThreads) {
-        const uint32_t i = 2 * t - (t & (stride - 1)), j = i + stride;
-        const uint64_t a = keys[i], b = keys[j];
-        const bool descending = (i & size) == 0;  // the last merge (size == m) is descending
-        if ((a < b) == descending) {
-          keys[i] = b;
-          keys[j] = a;
-        }
-      }
-      __syncthreads();
-    }
-  }
 }
 
 __device__ void fill_row(int32_t* out, int k, uint32_t from, const uint64_t* sorted) {
@@ -381,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
   bool from_buffer = false;
   uint32_t in_play = slice.count;  // this block's elements in play for the coming pass
   int level = 0;
-  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false};
+  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false, 0};
   bool has_nan = false;
   for (int pass = 0;; ++pass) {
     uint32_t* hist = sm.hist[pass & 1];
@@ -389,6 +423,11 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
       for (int i = tid; i < kBins; i += kThreads) hist[i] = 0;
     }
     plan.buffer = !final && !from_buffer && in_play <= static_cast<uint32_t>(kBufferCapacity);
+    if (pass == 0 && !final && !plan.buffer) {  // step 3: a slice larger than the buffer
+      sample_threshold(slice, sm.hist[1], sm);
+      plan.buffer_from = sm.s.threshold;
+      plan.buffer = plan.buffer_from < static_cast<uint32_t>(kBins);
+    }
     __syncthreads();
     if (from_buffer && final) {
       scan_buffer<true>(sm.s.buffered_count, plan, hist, sm);
@@ -411,7 +450,21 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
     remaining -= sm.s.above;
     final = sm.s.bin_total == remaining;  // all of bin `bin` is needed: take it and stop
     in_play = hist[bin];
-    from_buffer = from_buffer || plan.buffer;
+    // The buffer holds every element still in play when it was filled without overflow
+    // and, if speculatively, from a digit at or below the chosen bin; else the next pass
+    // reads the row again and may fill the buffer afresh.
+    const bool buffer_overflow = sm.s.buffer_overflow != 0;
+    const bool buffered = plan.buffer && !buffer_overflow && plan.buffer_from <= bin;
+    if (plan.buffer && !buffered) {
+      __syncthreads();  // every thread has read the scalars above
+      if (tid == 0) {
+        if (plan.buffer_from == 0) sm.s.overflow = 1u;  // in_play fitted: a bug
+        sm.s.buffered_count = 0;
+        sm.s.buffer_overflow = 0;
+      }
+    }
+    from_buffer = from_buffer || buffered;
+    plan.buffer_from = 0;
     const Field f = field(level);
     plan.mask_in = plan.mask_sel;
     plan.value_in = plan.value_sel;
@@ -455,12 +508,23 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
   if (result != TopKRowStatus::kOk) {
     fill_row(out, args.k, 0, nullptr);
   } else {
-    uint32_t m = 1;
-    while (m < count) m <<= 1;
-    for (uint32_t i = count + tid; i < m; i += kThreads) sm.buffer[i] = 0;  // below every composite
-    __syncthreads();
-    if (count > 1) bitonic_sort_descending(sm.buffer, m);
-    fill_row(out, args.k, count, sm.buffer);
+    // Descending merge sort of the distinct composites (one result); 0, below every
+    // composite, fills the slots past the count and sorts last.
+    __syncthreads();  // the gathered selection is in the buffer; the histograms are free
+    uint64_t keys[kSortItems];
+#pragma unroll
+    for (int i = 0; i < kSortItems; ++i) {
+      const uint32_t slot = static_cast<uint32_t>(kSortItems * tid + i);
+      keys[i] = slot < count ? sm.buffer[slot] : 0;
+    }
+    BlockSort(sm.sort).Sort(keys, [](uint64_t a, uint64_t b) { return a > b; }, static_cast<int>(count), uint64_t{0});
+#pragma unroll
+    for (int i = 0; i < kSortItems; ++i) {
+      const int position = kSortItems * tid + i;
+      if (position < args.k) {
+        out[position] = static_cast<uint32_t>(position) < count ? static_cast<int32_t>(kIndexMask - (keys[i] & kIndexMask)) : -1;
+      }
+    }
   }
   if (tid == 0) status[row] = static_cast<int32_t>(result);
 }

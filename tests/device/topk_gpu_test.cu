@@ -1,5 +1,5 @@
 // The device top-K (device/topk/) against ref::select_topk, index for index and in order:
-// random rows of every length class (1 .. 262,144, around K), rows built from bit patterns
+// random rows of every length class (1 .. 1,048,576, around K), rows built from bit patterns
 // (few distinct values, a shared high part of 22..30 bits, +/-0.0, +/-inf, subnormals, all
 // equal, bf16-rounded), rows whose candidates overflow the kernel's shared buffer, every
 // K in {512, 1024, 2048} and every blocks_per_row; then determinism over 20 reruns and the
