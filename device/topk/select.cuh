@@ -324,8 +324,9 @@ __device__ void scan_row_plan(const Slice& s, const Plan<uint64_t>& p, uint32_t*
 }
 
 // Pass 0's speculative threshold (step 3): from one score a thread, spread evenly over the
-// slice, the smallest field-0 digit d whose estimated count of digits >= d (samples x
-// slice / samples) is at most half the buffer; kBins when even the top bin's is more.
+// slice, the smallest field-0 digit d whose estimated count of slice scores with digits >= d
+// (the samples with digits >= d, times slice scores / samples) is at most half the buffer;
+// kBins when even the top bin's estimate is more.
 // Sample counts are summed from the top bin down as in find_bin. Writes sm.s.threshold.
 __device__ void sample_threshold(const Slice& s, uint32_t* sample_hist, Smem& sm) {
   const int tid = threadIdx.x;
