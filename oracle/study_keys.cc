@@ -70,12 +70,21 @@ nlohmann::json describe_activations(const std::shared_ptr<const ActivationSource
 
 ref::KeyMatrix build_keys(const Recipe& recipe, const ActivationSource& acts, int64_t n,
                           const ref::RopeTable& rope, int threads) {
+  // Tokens go through the key path in runs of kRun (ref::run_key_paths computes 16 at a
+  // time in vector lanes); key s is the token at position s.
+  constexpr int64_t kRun = 256;
   ref::KeyMatrix keys(n);
+  const ref::NormParams norm{acts.norm_weight(), acts.norm_bias()};
   parallel_for(n, threads, [&](int64_t begin, int64_t end) {
-    float k_in[kHeadDim];
-    for (int64_t s = begin; s < end; ++s) {
-      acts.key_input(s, k_in);
-      keys.put(s, study_detail::key_of(recipe, acts, k_in, s, rope));
+    std::vector<float> k_in(static_cast<size_t>(kRun) * kHeadDim);
+    std::vector<int> positions(kRun);
+    for (int64_t run = begin; run < end; run += kRun) {
+      const int64_t count = std::min(kRun, end - run);
+      for (int64_t t = 0; t < count; ++t) {
+        acts.key_input(run + t, k_in.data() + t * kHeadDim);
+        positions[t] = static_cast<int>(run + t);
+      }
+      ref::run_key_paths(recipe, k_in.data(), positions.data(), count, norm, rope, keys, run);
     }
   });
   return keys;

@@ -13,6 +13,7 @@
 #include "reference/quantize.h"
 #include "reference/recipe.h"
 #include "reference/rope.h"
+#include "reference/score.h"
 
 namespace dsaf::ref {
 
@@ -23,6 +24,14 @@ struct NormParams {
 
 StoredHead run_key_path(const Recipe& recipe, const float* k_in, int position,
                         const NormParams& norm, const RopeTable& rope);
+
+// The key paths of `count` tokens (k_in: [count][128], positions: [count]) into keys
+// [first_slot, first_slot + count) of `keys`: key t gets exactly what
+// keys.put(first_slot + t, run_key_path(recipe, k_in + 128 t, positions[t], ...)) gives it,
+// and a bad token throws what run_key_path throws for it (key_batch.cc: 16 tokens in the
+// lanes of a vector; tests/reference/key_batch_test.cc compares the two paths bit for bit).
+void run_key_paths(const Recipe& recipe, const float* k_in, const int* positions, int64_t count,
+                   const NormParams& norm, const RopeTable& rope, KeyMatrix& keys, int64_t first_slot);
 
 struct QueryOutput {
   std::vector<StoredHead> heads;

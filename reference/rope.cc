@@ -1,4 +1,4 @@
-// File: rope.cc — rotary tables and rotation (rope.h).
+// File: rope.cc — rotary tables and rotation (rope.h; the arithmetic: stage_arithmetic.h).
 #include "reference/rope.h"
 
 #include <algorithm>
@@ -6,6 +6,7 @@
 #include <string>
 
 #include "reference/error.h"
+#include "reference/stage_arithmetic.h"
 
 namespace dsaf::ref {
 namespace {
@@ -17,21 +18,6 @@ constexpr double kPi = 3.14159265358979323846;
 double correction_dim(double rotations, const RopeTableSpec& spec) {
   return kRopeDims * std::log(spec.original_seq_len / (rotations * 2 * kPi)) /
          (2 * std::log(spec.theta));
-}
-
-// a*b - c*d (sign = -1) or a*b + c*d (sign = +1) with the named product fused.
-template <class T>
-T two_products(T a, T b, T c, T d, T sign, ContractedProduct fused) {
-  switch (fused) {
-    case ContractedProduct::kFirst:
-      return std::fma(a, b, sign * (c * d));
-    case ContractedProduct::kSecond:
-      return std::fma(sign * c, d, a * b);
-    case ContractedProduct::kNone:
-    case ContractedProduct::kCos:  // resolved per output by the caller (first/second_output_fma)
-      break;
-  }
-  return a * b + sign * (c * d);
 }
 
 }  // namespace
@@ -91,19 +77,7 @@ const float* RopeTable::sin(int position) const {
 
 template <class T>
 void apply_rope(T* x, const RopeSpec& spec, const RopeTable& table, int position) {
-  T* rotary = x + (spec.placement == RopePlacement::kLeading ? 0 : kHeadDim - kRopeDims);
-  const float* cos = table.cos(position);
-  const float* sin = table.sin(position);
-  for (int i = 0; i < kRopePairs; ++i) {
-    const int first = spec.pairing == RopePairing::kNeox ? i : 2 * i;
-    const int second = spec.pairing == RopePairing::kNeox ? i + kRopePairs : 2 * i + 1;
-    const T a = rotary[first];
-    const T b = rotary[second];
-    const T c = static_cast<T>(cos[i]);
-    const T s = static_cast<T>(sin[i]);
-    rotary[first] = two_products(a, c, b, s, T(-1), first_output_fma(spec.fma));    // a*c - b*s
-    rotary[second] = two_products(a, s, b, c, T(+1), second_output_fma(spec.fma));  // a*s + b*c
-  }
+  rotate_pairs(x, spec, table.cos(position), table.sin(position));
 }
 
 template void apply_rope<float>(float*, const RopeSpec&, const RopeTable&, int);

@@ -1,6 +1,7 @@
 // Properties over generated recipes and adversarial score rows.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include <gtest/gtest.h>
@@ -27,6 +28,37 @@ RC_GTEST_PROP(RecipeProperty, AnyValidRecipeRoundTripsAndStoresBoundedValues, ()
   const ref::StoredHead head = ref::run_key_path(r, row.data(), position, {w.data(), b.data()}, rope);
   for (double v : head.dot_values) RC_ASSERT(std::isfinite(v));
   RC_ASSERT(head.dot_scale > 0.0);
+}
+
+// Any valid recipe: the batch key path (16 tokens in vector lanes) stores exactly the
+// bits of the scalar key path, token by token, for a block and a partial block of
+// LLM-like rows, some scaled by a power of two far from 1.
+RC_GTEST_PROP(RecipeProperty, BatchKeyPathGivesTheScalarBits, ()) {
+  const ref::Recipe r = *gen_recipe();
+  const int count = *rc::gen::inRange(1, 40);
+  const int scale_exponent = *rc::gen::inRange(-30, 30);
+  std::vector<float> k_in;
+  std::vector<int> positions;
+  for (int t = 0; t < count; ++t) {
+    std::vector<float> row = *gen_activation_row();
+    if (t % 5 == 2) {
+      for (float& v : row) v = std::ldexp(v, scale_exponent);
+    }
+    k_in.insert(k_in.end(), row.begin(), row.end());
+    positions.push_back(*rc::gen::inRange(0, 64));
+  }
+  const ref::RopeTable rope(r.rope.table, 64);
+  std::vector<float> w(128), b(128);
+  for (int i = 0; i < 128; ++i) {
+    w[i] = 1.0f + 0.01f * static_cast<float>(i % 7);
+    b[i] = 0.01f * static_cast<float>(i % 5) - 0.02f;
+  }
+  const ref::NormParams norm{w.data(), b.data()};
+  ref::KeyMatrix scalar(count), lanes(count);
+  for (int t = 0; t < count; ++t) scalar.put(t, ref::run_key_path(r, k_in.data() + t * 128, positions[t], norm, rope));
+  ref::run_key_paths(r, k_in.data(), positions.data(), count, norm, rope, lanes, 0);
+  RC_ASSERT(std::memcmp(scalar.dot_values.data(), lanes.dot_values.data(), scalar.dot_values.size() * sizeof(double)) == 0);
+  RC_ASSERT(std::memcmp(scalar.dot_scales.data(), lanes.dot_scales.data(), scalar.dot_scales.size() * sizeof(double)) == 0);
 }
 
 // The generators the device property uses per cell (tests/device/device_property_gpu_test.cu):
