@@ -3,7 +3,7 @@
 // kernels (norm, RoPE, Hadamard when the recipe has it, quantise+store; fp32 intermediates
 // in HBM).
 // Bytes counted: bf16 input read + cache bytes written + page table read. Beside them, for
-// fp8 and bf16 stores, the traffic twins: the same bytes moved with no arithmetic, the
+// every store format, the traffic twins: the same bytes moved with no arithmetic, the
 // fraction of copy a data mover reaches with and without the RoPE table rows (below).
 // Usage: key_store_bench OUT.json [RECIPE]   (one preset that quantises: a default case or
 // any other, e.g. for a profiler)
@@ -86,17 +86,23 @@ __global__ void store_kernel(const dev::KeyStoreArgs a, const float* in) {
 // kThreads threads per token (16: one 16-byte chunk each; 4: four each, more bytes in flight
 // per thread): a token reads its bf16 row (256 B, streaming), its position, sequence and
 // page-table entry and, with kRopeRows, its cos and sin rows (2 x 128 B fp32, from the
-// L2-resident table), and writes its cache row (values, and the fp8 scale). What is written
-// is a bitwise mix of what was read, so no load is dead. The faster width's time is what a
-// plain data mover reaches with these bytes (with the RoPE rows the fused kernel's own
-// traffic, without them the counted bytes alone through the page table): a yardstick, not a
-// bound (at 256 x 4K positions the bf16 fused kernel, in its tile order, beats the twin
-// without RoPE rows). fp8 and bf16 stores.
-template <ref::StorageFormat kFormat, bool kRopeRows, int kThreads>
+// L2-resident table), and writes its cache row: kValueBytes of values (256: bf16 and the
+// simulated fp4; 128: fp8; 64: e2m1 fp4) and kScaleBytes of scale (4 for fp8's fp32 scale
+// and fp4's four ue8m0 bytes; 0 otherwise), in the page layout of the store (values of the
+// page's tokens, then their scales). What is written is a bitwise mix of what was read, so
+// no load is dead. The faster width's time is what a plain data mover reaches with these
+// bytes (with the RoPE rows the fused kernel's own traffic, without them the counted bytes
+// alone through the page table): a yardstick, not a bound (at 256 x 4K positions the bf16
+// fused kernel, in its tile order, beats the twin without RoPE rows).
+template <int kValueBytes, int kScaleBytes, bool kRopeRows, int kThreads>
 __global__ void __launch_bounds__(256) traffic_twin_kernel(const dev::KeyStoreArgs a) {
-  constexpr int vb = dev::value_bytes(kFormat), sb = dev::scale_bytes(kFormat);
-  constexpr int kChunks = 16 / kThreads;  // chunk c of the row is held by thread c % kThreads
-  static_assert(vb == 256 || (vb == 128 && sb == 4), "bf16 or fp8 rows");
+  static_assert(kValueBytes == 256 || kValueBytes == 128 || kValueBytes == 64, "a row of 16-byte chunks");
+  static_assert(kScaleBytes == 0 || kScaleBytes == 4, "one 4-byte scale word or none");
+  constexpr int kChunks = 16 / kThreads;       // input chunk c is held by thread c % kThreads
+  constexpr int kOut = kValueBytes / 16;       // value chunks; input chunk c folds into c % kOut
+  // Chunks j and j + kPeriod of one thread fold together (kThreads * kPeriod = kOut);
+  // threads t and t ^ s fold for s = kOut, 2 kOut, .. < kThreads.
+  constexpr int kPeriod = kOut >= kThreads ? kOut / kThreads : 1;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
   const int64_t token = thread / kThreads;  // kTokens * kThreads is a multiple of 256
   const int t = static_cast<int>(thread % kThreads);
@@ -113,41 +119,52 @@ __global__ void __launch_bounds__(256) traffic_twin_kernel(const dev::KeyStoreAr
       v[j] = make_uint4(v[j].x ^ r.x, v[j].y ^ r.y, v[j].z ^ r.z, v[j].w ^ r.w);
     }
   }
+  const uint32_t scale_word = v[0].y;
+#pragma unroll
+  for (int j = kPeriod; j < kChunks; ++j) {
+    uint4& w = v[j % kPeriod];
+    w = make_uint4(w.x ^ v[j].x, w.y ^ v[j].y, w.z ^ v[j].z, w.w ^ v[j].w);
+  }
+#pragma unroll
+  for (int s = kOut; s < kThreads; s *= 2) {
+    v[0].x ^= __shfl_xor_sync(0xffffffffu, v[0].x, s);
+    v[0].y ^= __shfl_xor_sync(0xffffffffu, v[0].y, s);
+    v[0].z ^= __shfl_xor_sync(0xffffffffu, v[0].z, s);
+    v[0].w ^= __shfl_xor_sync(0xffffffffu, v[0].w, s);
+  }
   const int64_t page = a.page_tables[a.seq[token] * a.page_table_stride + position / a.page_size];
   const int offset = position % a.page_size;
-  uint8_t* base = a.cache + page * a.page_size * (vb + sb);
-  auto* row = reinterpret_cast<uint4*>(base + offset * vb);
-  if constexpr (vb == 256) {
+  uint8_t* base = a.cache + page * a.page_size * (kValueBytes + kScaleBytes);
+  auto* row = reinterpret_cast<uint4*>(base + offset * kValueBytes);
 #pragma unroll
-    for (int j = 0; j < kChunks; ++j) row[t + j * kThreads] = v[j];
-  } else {
-    // 128 value bytes: chunks c and c + 8 fold into one (in the thread, or across 8 lanes).
-#pragma unroll
-    for (int j = 0; j < (kChunks + 1) / 2; ++j) {
-      uint4 w = v[j];
-      if constexpr (kChunks >= 2) {
-        const uint4 u = v[j + kChunks / 2];
-        w = make_uint4(w.x ^ u.x, w.y ^ u.y, w.z ^ u.z, w.w ^ u.w);
-      } else {
-        w.x ^= __shfl_xor_sync(0xffffffffu, w.x, 8);
-        w.y ^= __shfl_xor_sync(0xffffffffu, w.y, 8);
-        w.z ^= __shfl_xor_sync(0xffffffffu, w.z, 8);
-        w.w ^= __shfl_xor_sync(0xffffffffu, w.w, 8);
-      }
-      const int c = t + j * kThreads;
-      if (c < 8) row[c] = w;
-    }
-    if (t == 0) reinterpret_cast<uint32_t*>(base + a.page_size * vb)[offset] = v[0].y;
+  for (int j = 0; j < kPeriod; ++j) {
+    const int c = t + j * kThreads;
+    if (c < kOut) row[c] = v[j];
+  }
+  if constexpr (kScaleBytes == 4) {
+    if (t == 0) reinterpret_cast<uint32_t*>(base + a.page_size * kValueBytes)[offset] = scale_word;
   }
 }
 
-template <ref::StorageFormat kFormat, int kThreads>
+template <int kValueBytes, int kScaleBytes, int kThreads>
 void launch_traffic_twin(const dev::KeyStoreArgs& a, bool rope_rows) {
   const unsigned blocks = static_cast<unsigned>(kTokens * kThreads / 256);
   if (rope_rows) {
-    traffic_twin_kernel<kFormat, true, kThreads><<<blocks, 256>>>(a);
+    traffic_twin_kernel<kValueBytes, kScaleBytes, true, kThreads><<<blocks, 256>>>(a);
   } else {
-    traffic_twin_kernel<kFormat, false, kThreads><<<blocks, 256>>>(a);
+    traffic_twin_kernel<kValueBytes, kScaleBytes, false, kThreads><<<blocks, 256>>>(a);
+  }
+}
+
+// The twin of a store format: its value and scale bytes a token.
+template <int kThreads>
+void launch_traffic_twin(ref::StorageFormat format, const dev::KeyStoreArgs& a, bool rope_rows) {
+  switch (format) {
+    case ref::StorageFormat::kBf16:
+    case ref::StorageFormat::kFp4SimulatedBf16: launch_traffic_twin<256, 0, kThreads>(a, rope_rows); return;
+    case ref::StorageFormat::kFp8E4m3fn: launch_traffic_twin<128, 4, kThreads>(a, rope_rows); return;
+    case ref::StorageFormat::kFp4E2m1: launch_traffic_twin<64, 4, kThreads>(a, rope_rows); return;
+    default: std::fprintf(stderr, "no traffic twin for this store format\n"); std::exit(2);
   }
 }
 
@@ -408,19 +425,14 @@ int main(int argc, char** argv) {
     BENCH_CHECK(cudaGetLastError());
     const double bytes = kTokens * (256.0 + token_bytes) + pages * 4.0;
     const double gbps = bytes / (fused_ms * 1e-3) / 1e9;
-    // The traffic twins (fp8 and bf16 stores): the fraction of copy that the counted bytes
-    // reach when moved with and without the RoPE rows and no arithmetic.
+    // The traffic twin of the store: the fraction of copy that the counted bytes reach when
+    // moved with and without the RoPE rows and no arithmetic.
     float twin_ms = 0.0f, twin_no_rope_ms = 0.0f;
-    if (recipe.key_quant.format == ref::StorageFormat::kFp8E4m3fn || recipe.key_quant.format == ref::StorageFormat::kBf16) {
+    {
       const auto twin = [&](bool rope_rows, auto threads) {
         constexpr int kThreads = decltype(threads)::value;
-        const float ms = bench::median_ms([&] {
-          if (recipe.key_quant.format == ref::StorageFormat::kBf16) {
-            launch_traffic_twin<ref::StorageFormat::kBf16, kThreads>(a, rope_rows);
-          } else {
-            launch_traffic_twin<ref::StorageFormat::kFp8E4m3fn, kThreads>(a, rope_rows);
-          }
-        }, 21, kCallsPerTiming);
+        const float ms = bench::median_ms([&] { launch_traffic_twin<kThreads>(recipe.key_quant.format, a, rope_rows); },
+                                          21, kCallsPerTiming);
         BENCH_CHECK(cudaGetLastError());
         std::printf("%-16s traffic twin, %2d threads a token, %s RoPE rows: %.4f ms (%.0f%% of copy)\n", name.c_str(), kThreads,
                     rope_rows ? "with   " : "without", ms, 100 * bytes / (ms * 1e-3) / 1e9 / copy_gbps);

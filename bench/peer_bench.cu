@@ -39,7 +39,20 @@ namespace {
 using namespace dsaf;
 
 constexpr int64_t kTokens = int64_t{1} << 20;
-constexpr int kSeqLen = 65536;
+// The key store's batch: kTokens / L sequences of L positions, L = DSAF_BENCH_SEQ_LEN (a
+// power of two from a page to kTokens; default 65,536: 16 long prefills), as in
+// bench/key_store_bench.cu.
+int key_sequence_length() {
+  const char* text = std::getenv("DSAF_BENCH_SEQ_LEN");
+  const int64_t len = text == nullptr ? 65536 : std::atoll(text);
+  if (len < 64 || len > kTokens || (len & (len - 1)) != 0) {
+    std::fprintf(stderr, "peer_bench: DSAF_BENCH_SEQ_LEN must be a power of two from 64 to %lld\n",
+                 static_cast<long long>(kTokens));
+    std::exit(2);
+  }
+  return static_cast<int>(len);
+}
+
 constexpr int kPage = 64;
 
 struct Kernel {
@@ -102,6 +115,7 @@ std::string case_json(const Kernel& k, float ms, double bytes, double copy_gbps,
 
 std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>& kernels, double copy_gbps) {
   const ref::Recipe& recipe = ref::preset(recipe_name);
+  const int seq_len = key_sequence_length();
   const int token_bytes = ref::cache_bytes_per_token(recipe.key_quant.format);
   if (token_bytes <= 0) {
     std::fprintf(stderr, "peer_bench: %s stores no key cache\n", recipe_name.c_str());
@@ -114,8 +128,8 @@ std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>&
   std::vector<uint16_t> input(kTokens * 128);
   for (size_t i = 0; i < input.size(); ++i) input[i] = ref::encode_bf16(normal(rng) * (i % 37 == 3 ? 40.0f : 1.0f));
   std::vector<int32_t> positions(kTokens), seq(kTokens);
-  for (int64_t t = 0; t < kTokens; ++t) seq[t] = static_cast<int32_t>(t / kSeqLen), positions[t] = t % kSeqLen;
-  const int64_t pages_per_seq = kSeqLen / kPage, pages = kTokens / kPage;
+  for (int64_t t = 0; t < kTokens; ++t) seq[t] = static_cast<int32_t>(t / seq_len), positions[t] = t % seq_len;
+  const int64_t pages_per_seq = seq_len / kPage, pages = kTokens / kPage;
   std::vector<int32_t> tables(pages);
   std::iota(tables.begin(), tables.end(), 0);
   std::shuffle(tables.begin(), tables.end(), rng);
@@ -128,9 +142,9 @@ std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>&
     bias[i] = ref::decode_bf16(bias_bf16[i]);
   }
   const bool layer_norm = recipe.key_norm.kind == ref::NormKind::kLayerNorm;
-  const ref::RopeTable rope(recipe.rope.table, kSeqLen);
-  const std::vector<float> cos(rope.cos(0), rope.cos(0) + int64_t{kSeqLen} * 32);
-  const std::vector<float> sin(rope.sin(0), rope.sin(0) + int64_t{kSeqLen} * 32);
+  const ref::RopeTable rope(recipe.rope.table, seq_len);
+  const std::vector<float> cos(rope.cos(0), rope.cos(0) + int64_t{seq_len} * 32);
+  const std::vector<float> sin(rope.sin(0), rope.sin(0) + int64_t{seq_len} * 32);
   const dev::AbiRecipeV2 abi_recipe(recipe);
 
   dsaf_key_store_args_v2 a{};
@@ -143,7 +157,7 @@ std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>&
   a.page_table_stride = pages_per_seq;
   a.rope_cos = upload(cos);
   a.rope_sin = upload(sin);
-  a.rope_positions = kSeqLen;
+  a.rope_positions = seq_len;
   a.norm_weight = recipe.key_norm.kind != ref::NormKind::kNone ? upload(weight) : nullptr;
   a.norm_bias = layer_norm ? upload(bias) : nullptr;
   a.norm_weight_bf16 = recipe.key_norm.kind != ref::NormKind::kNone ? upload(weight_bf16) : nullptr;
@@ -181,7 +195,7 @@ std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>&
     json += (json.empty() ? "" : ",\n") + case_json(k, ms, bytes, copy_gbps, same);
   }
   return "  \"stage\": \"key_store\",\n  \"recipe\": \"" + recipe_name + "\",\n  \"tokens\": " +
-         std::to_string(kTokens) + ",\n  \"sequence_length\": " + std::to_string(kSeqLen) +
+         std::to_string(kTokens) + ",\n  \"sequence_length\": " + std::to_string(seq_len) +
          ",\n  \"page_size\": " + std::to_string(kPage) + ",\n  \"bytes\": " + std::to_string(bytes) +
          ",\n  \"cases\": [\n" + json + "\n  ]";
 }
