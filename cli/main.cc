@@ -15,6 +15,7 @@
 #include <iostream>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 
 #include "cli/arguments.h"
 #include "cli/capture_commands.h"
+#include "cli/tool_version.h"
 #include "cli/verify_command.h"
 #include "fixtures/fixture.h"
 #include "fixtures/slice.h"
@@ -33,6 +35,8 @@
 #include "oracle/needle.h"
 #include "oracle/results_io.h"
 #include "oracle/selftest.h"
+#include "oracle/shard_files.h"
+#include "oracle/shard_plan.h"
 #include "oracle/study_keys.h"
 #include "oracle/sweep.h"
 #include "oracle/verify.h"
@@ -113,17 +117,18 @@ std::string context_label(int64_t n) {
 }
 
 
-int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_dir,
-              const std::string& command_line) {
-  dsaf::cli::prepare_output_folder("--out", out_dir, {"sweep.json", "sweep.csv"});
-  const dsaf::oracle::SweepResult result = dsaf::oracle::run_sweep(config, dsaf::cli::progress_bar("sweep"));
-  // Table: mean recall@K (p1 in brackets) per recipe and context.
-  fmt::print("recall@{} vs exact (mean [p1]) — {} activations, {} queries x {} seed(s)\n",
-             config.topk,
-             config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind),
-             config.queries, config.source ? size_t{1} : config.seeds.size());
+// What a study's table calls its activations: "fixture" or the generator's name.
+std::string activations_label(const nlohmann::json& activations) {
+  return activations.contains("fixture") ? "fixture" : activations.value("generator", std::string("synthetic"));
+}
+
+// Mean recall@K (p1 in brackets) per recipe and context, and the stage attribution.
+void print_sweep_table(const dsaf::oracle::SweepResult& result) {
+  const dsaf::oracle::SweepLayout& layout = result.layout;
+  fmt::print("recall@{} vs exact (mean [p1]) — {} activations, {} queries x {} seed(s)\n", layout.topk,
+             activations_label(layout.activations), layout.queries, layout.seeds.empty() ? size_t{1} : layout.seeds.size());
   fmt::print("{:<28}", "recipe");
-  for (int64_t n : config.contexts) fmt::print("{:>18}", context_label(n));
+  for (int64_t n : layout.contexts) fmt::print("{:>18}", context_label(n));
   fmt::print("\n");
   std::string last;
   for (const dsaf::oracle::SweepRow& row : result.rows) {
@@ -139,27 +144,20 @@ int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_di
                  a.accounted, a.recall_loss);
     }
   }
-  if (!out_dir.empty()) {
-    dsaf::oracle::write_sweep_files(out_dir, result, command_line);
-    fmt::print("wrote {}/sweep.json and sweep.csv\n", out_dir);
-  }
-  return kExitPass;
 }
 
-int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_dir,
-               const std::string& command_line) {
-  dsaf::cli::prepare_output_folder("--out", out_dir, {"needle.json", "needle.csv"});
-  const dsaf::oracle::NeedleResult result = dsaf::oracle::run_needle(config, dsaf::cli::progress_bar("needle"));
-  fmt::print("needle retention in top-{} (% of {} depths x {} trials), {} activations\n", config.topk,
-             config.depths.size(), config.source ? 1 : config.trials,
-             config.source ? "fixture" : dsaf::oracle::activation_kind_name(config.activations.kind));
-  for (double margin : config.margins) {
+// Retention per margin, recipe and context.
+void print_needle_table(const dsaf::oracle::NeedleResult& result) {
+  const dsaf::oracle::NeedleLayout& layout = result.layout;
+  fmt::print("needle retention in top-{} (% of {} depths x {} trials), {} activations\n", layout.topk,
+             layout.depths.size(), layout.trials, activations_label(layout.activations));
+  for (double margin : layout.margins) {
     fmt::print("\nmargin {} sigma above the K-th exact score\n{:<20}", margin, "recipe");
-    for (int64_t n : config.contexts) fmt::print("{:>8}", context_label(n));
-    for (const auto& r : config.recipes) {
-      fmt::print("\n{:<20}", r.name);
+    for (int64_t n : layout.contexts) fmt::print("{:>8}", context_label(n));
+    for (const std::string& name : layout.recipes) {
+      fmt::print("\n{:<20}", name);
       for (const dsaf::oracle::NeedleSummaryRow& row : result.summary) {
-        if (row.recipe != r.name || row.margin != margin) continue;
+        if (row.recipe != name || row.margin != margin) continue;
         if (row.cases == 0) {
           fmt::print("{:>8}", "-");
         } else {
@@ -169,11 +167,116 @@ int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_
     }
     fmt::print("\n");
   }
+}
+
+// `--shard i/n` of a study: the shard and what its file records besides the results.
+struct ShardRun {
+  dsaf::oracle::Shard shard;
+  dsaf::oracle::ShardOrigin origin;
+};
+
+// Runs a shard's units of a study (`run_units`), writes its shard file to `out_dir`.
+template <class Unit, class RunUnits, class ShardJson>
+int run_study_shard(const std::string& study, const std::vector<Unit>& all_units, const ShardRun& run,
+                    const std::string& out_dir, RunUnits run_units, ShardJson shard_json) {
+  const std::string name = dsaf::oracle::shard_file_name(study, run.shard);
+  dsaf::cli::prepare_output_folder("--out", out_dir, {name.c_str()});
+  const auto units = dsaf::oracle::units_of_shard(all_units, run.shard);
+  fmt::print("shard {}/{}: {} of the study's {} units (a unit is a context and a {})\n", run.shard.index,
+             run.shard.count, units.size(), all_units.size(), study == "sweep" ? "seed" : "trial");
+  std::fflush(stdout);
+  const auto results = run_units(units, dsaf::cli::progress_bar(study + " shard"));
+  dsaf::oracle::write_text_file(std::filesystem::path(out_dir) / name,
+                                dsaf::oracle::shard_file_text(shard_json(results)));
+  fmt::print("wrote {}/{}; once every shard is done: dsa-fidelity merge --out {} {}/{}.shard-*-of-{}.json\n",
+             out_dir, name, out_dir, out_dir, study, run.shard.count);
+  return kExitPass;
+}
+
+int cmd_sweep(const dsaf::oracle::SweepConfig& config, const std::string& out_dir, const std::string& command_line,
+              const std::optional<ShardRun>& shard) {
+  if (shard) {
+    return run_study_shard(
+        "sweep", dsaf::oracle::sweep_units(dsaf::oracle::sweep_layout(config)), *shard, out_dir,
+        [&](const auto& units, const auto& progress) { return dsaf::oracle::run_sweep_units(config, units, progress); },
+        [&](const auto& results) { return dsaf::oracle::sweep_shard_json(config, shard->shard, shard->origin, results); });
+  }
+  dsaf::cli::prepare_output_folder("--out", out_dir, {"sweep.json", "sweep.csv"});
+  const dsaf::oracle::SweepResult result = dsaf::oracle::run_sweep(config, dsaf::cli::progress_bar("sweep"));
+  print_sweep_table(result);
+  if (!out_dir.empty()) {
+    dsaf::oracle::write_sweep_files(out_dir, result, command_line);
+    fmt::print("wrote {}/sweep.json and sweep.csv\n", out_dir);
+  }
+  return kExitPass;
+}
+
+int cmd_needle(const dsaf::oracle::NeedleConfig& config, const std::string& out_dir, const std::string& command_line,
+               const std::optional<ShardRun>& shard) {
+  if (shard) {
+    return run_study_shard(
+        "needle", dsaf::oracle::needle_units(dsaf::oracle::needle_layout(config)), *shard, out_dir,
+        [&](const auto& units, const auto& progress) { return dsaf::oracle::run_needle_units(config, units, progress); },
+        [&](const auto& results) { return dsaf::oracle::needle_shard_json(config, shard->shard, shard->origin, results); });
+  }
+  dsaf::cli::prepare_output_folder("--out", out_dir, {"needle.json", "needle.csv"});
+  const dsaf::oracle::NeedleResult result = dsaf::oracle::run_needle(config, dsaf::cli::progress_bar("needle"));
+  print_needle_table(result);
   if (!out_dir.empty()) {
     dsaf::oracle::write_needle_files(out_dir, result, command_line);
     fmt::print("\nwrote {}/needle.json and needle.csv\n", out_dir);
   }
   return kExitPass;
+}
+
+// `merge`: the shard files of one sharded study into the files its unsharded run writes
+// (oracle/shard_files.h), the same bytes whatever the shard count.
+int cmd_merge(const std::vector<std::string>& paths, const std::string& out_dir, int64_t max_memory) {
+  // Memory model: a parsed document holds about 10x its text (as `report`), the merged
+  // result a fraction of that.
+  int64_t text_bytes = 0;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    const auto size = std::filesystem::file_size(path, error);
+    if (!error) text_bytes += static_cast<int64_t>(size);
+  }
+  dsaf::cli::require_memory("merge", dsaf::oracle::kStudyBaseBytes + 10 * text_bytes, max_memory,
+                            "raise --max-memory (shard files hold the study's per-query metrics)");
+  std::vector<dsaf::oracle::ShardFile> files;
+  for (const std::string& path : paths) {
+    const std::string what = "merge: '" + path + "'";
+    files.push_back({path, dsaf::ref::parse_untrusted_json(dsaf::ref::read_untrusted_file(path, max_memory, what), what)});
+  }
+  if (dsaf::oracle::shard_study(files.front()) == "sweep") {
+    const auto merged = dsaf::oracle::merge_sweep_shards(files);
+    dsaf::cli::prepare_output_folder("--out", out_dir, {"sweep.json", "sweep.csv"});
+    print_sweep_table(merged.result);
+    dsaf::oracle::write_sweep_files(out_dir, merged.result, merged.command);
+    fmt::print("merged {} shard files: wrote {}/sweep.json and sweep.csv\n", files.size(), out_dir);
+    return kExitPass;
+  }
+  const auto merged = dsaf::oracle::merge_needle_shards(files);
+  dsaf::cli::prepare_output_folder("--out", out_dir, {"needle.json", "needle.csv"});
+  print_needle_table(merged.result);
+  dsaf::oracle::write_needle_files(out_dir, merged.result, merged.command);
+  fmt::print("\nmerged {} shard files: wrote {}/needle.json and needle.csv\n", files.size(), out_dir);
+  return kExitPass;
+}
+
+// The command line as the result files name it: argv without `--shard X` / `--shard=X`,
+// so that every shard of a study, and the study run whole, name the same command.
+std::string study_command_line(int argc, char** argv) {
+  std::string line = "dsa-fidelity";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--shard") {
+      ++i;
+      continue;
+    }
+    if (arg.rfind("--shard=", 0) == 0) continue;
+    line += " " + arg;
+  }
+  return line;
 }
 
 // `slice`: the indexer tensors of some layers into an HDF5 fixture (fixtures/slice.h).
@@ -302,6 +405,7 @@ int main(int argc, char** argv) {
                  "sweep and needle refuse a larger estimate, file loaders read no more")
       ->check(kNotEmpty);
   app.fallthrough();
+  app.set_version_flag("--version", "dsa-fidelity " + dsaf::cli::tool_version() + " (" + dsaf::cli::tool_commit() + ")");
 
   bool recipes_json = false;
   std::string recipes_file;
@@ -322,6 +426,7 @@ int main(int argc, char** argv) {
   int study_threads = threads;
   std::string fixture_path;
   int64_t fixture_layer = -1;
+  std::string shard_text;
   const auto add_study_options = [&](CLI::App* cmd) {
     cmd->add_option("--recipes", recipe_names, "comma-separated recipe names")->required()->check(kNotEmpty);
     cmd->add_option("--recipe-file", recipe_file, "JSON file with more recipes")->check(kNotEmpty);
@@ -338,6 +443,9 @@ int main(int argc, char** argv) {
         ->check(kNotEmpty);
     cmd->add_option("--fixture-layer", fixture_layer, "the fixture's activation layer (default: its only one)")
         ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--shard", shard_text,
+                    "run shard I of N (0-based, e.g. 0/4) into --out as a shard file for `merge` (docs/sharding.md)")
+        ->check(kNotEmpty);
   };
   int queries = 64, seeds = 1;
   bool attribution = false;
@@ -365,6 +473,13 @@ int main(int argc, char** argv) {
   std::string inspect_path;
   auto* inspect = app.add_subcommand("inspect", "validate and summarise a fixture");
   inspect->add_option("file", inspect_path, "fixture .h5 file")->required();
+  std::string merge_out;
+  std::vector<std::string> merge_paths;
+  auto* merge = app.add_subcommand("merge", "combine the shard files of a sweep or needle run with --shard");
+  merge->add_option("--out", merge_out, "folder for the JSON and CSV results")->required()->check(kNotEmpty);
+  merge->add_option("files", merge_paths, "every shard file of the study (*.shard-I-of-N.json), in any order")
+      ->required()
+      ->check(kNotEmpty);
   std::string results_path, report_out;
   auto* report = app.add_subcommand("report", "markdown + PNG plots of a sweep or needle result");
   report->add_option("results", results_path, "sweep.json or needle.json")->required();
@@ -374,8 +489,7 @@ int main(int argc, char** argv) {
   auto* verify = dsaf::cli::add_verify_command(app, verify_options);
   const dsaf::cli::CaptureCommands capture_commands(app);  // compare, detect
 
-  std::string command_line = "dsa-fidelity";
-  for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+  const std::string command_line = study_command_line(argc, argv);
   if (const std::string unknown = dsaf::cli::unknown_command(app, argc, argv); !unknown.empty()) {
     std::cerr << "dsa-fidelity: " << unknown << "\n";
     return kExitBadInput;
@@ -400,9 +514,16 @@ int main(int argc, char** argv) {
     if (*report) return cmd_report(results_path, report_out, max_memory);
     if (*slice) return cmd_slice(slice_checkpoint_dir, slice_layers, slice_out, command_line);
     if (*inspect) return cmd_inspect(inspect_path);
+    if (*merge) return cmd_merge(merge_paths, merge_out, max_memory);
     if (*verify) return dsaf::cli::run_verify_command(verify_options, command_line, max_memory);
     if (const auto code = capture_commands.run(command_line)) return *code;
     if (*sweep || *needle) {
+      std::optional<ShardRun> shard;
+      if (!shard_text.empty()) {
+        shard = ShardRun{dsaf::oracle::parse_shard(shard_text),
+                         {dsaf::cli::tool_version(), dsaf::cli::tool_commit(), command_line, ""}};
+        if (out_dir.empty()) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--shard needs --out (the folder for the shard file)");
+      }
       if (topk < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--topk must be >= 1");
       if (study_threads < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--threads must be >= 1");
       dsaf::oracle::SyntheticSpec acts;
@@ -429,6 +550,7 @@ int main(int argc, char** argv) {
         const auto input = dsaf::fixtures::fixture_study_input(fixture_path, fixture_layer);
         fmt::print("{}\n", input.summary);
         fixture_source = input.source;
+        if (shard) shard->origin.fixture_sha256 = input.sha256;
       } else if (fixture_layer >= 0) {
         throw dsaf::Error(dsaf::ErrorKind::kUsage, "--fixture-layer needs --fixture");
       }
@@ -449,7 +571,7 @@ int main(int argc, char** argv) {
                                   "lower --context (its longest), --queries or --threads, or study fewer recipes");
         fmt::print("memory: about {} planned (--max-memory {})\n", dsaf::cli::size_text(planned),
                    dsaf::cli::size_text(max_memory));
-        return cmd_sweep(config, out_dir, command_line);
+        return cmd_sweep(config, out_dir, command_line, shard);
       }
       if (trials < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--trials must be >= 1");
       dsaf::oracle::NeedleConfig config;
@@ -469,7 +591,7 @@ int main(int argc, char** argv) {
       dsaf::cli::require_memory("needle", planned, max_memory, "lower --context (its longest) or study fewer recipes");
       fmt::print("memory: about {} planned (--max-memory {})\n", dsaf::cli::size_text(planned),
                  dsaf::cli::size_text(max_memory));
-      return cmd_needle(config, out_dir, command_line);
+      return cmd_needle(config, out_dir, command_line, shard);
     }
   } catch (const dsaf::Error& e) {
     std::cerr << "dsa-fidelity: " << e.what() << "\n";

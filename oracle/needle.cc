@@ -216,7 +216,7 @@ int64_t needle_peak_bytes(const NeedleConfig& config) {
          distinct_rope_tables(config.recipes) * n * kRopeBytesPerPosition + kStudyBaseBytes;
 }
 
-NeedleResult run_needle(const NeedleConfig& config, const Progress& progress) {
+NeedleLayout needle_layout(const NeedleConfig& config) {
   if (config.recipes.empty() || config.contexts.empty() || config.depths.empty() ||
       config.margins.empty() || config.trials < 1 || config.topk < 1) {
     throw Error(ErrorKind::kUsage, "needle: need recipes, contexts, depths, margins, trials >= 1, topk >= 1");
@@ -225,42 +225,83 @@ NeedleResult run_needle(const NeedleConfig& config, const Progress& progress) {
     if (!(d >= 0.0 && d <= 1.0)) throw Error(ErrorKind::kUsage, "needle: depths must lie in [0, 1]");
   }
   check_contexts_fit(config.source, config.contexts, "needle");
-  // A fixture's activations are the same in every trial: one trial.
-  const int num_trials = config.source ? 1 : config.trials;
-  const int64_t max_n = *std::max_element(config.contexts.begin(), config.contexts.end());
-  RopeTables rope(max_n);
-  NeedleResult result;
-  const int64_t total = static_cast<int64_t>(config.contexts.size()) * num_trials;
-  int64_t done = 0;
-
   for (int64_t n : config.contexts) {
     if (n < 2) throw Error(ErrorKind::kUsage, "needle: context must be >= 2");
-    for (int trial = 1; trial <= num_trials; ++trial) {
-      const std::shared_ptr<const ActivationSource> source = activations_for(
-          config.source, config.activations, config.activations.seed * 1000003ull + static_cast<uint64_t>(trial));
-      // Group recipes by oracle: the needle is built against the oracle's scores.
-      std::map<std::string, std::vector<const Recipe*>> by_model;
-      for (const Recipe& r : config.recipes) by_model[exact_model_key(r)].push_back(&r);
-      for (const auto& [model, members] : by_model) {
-        study_model(config, members, *source, n, trial, rope, result.cases);
-      }
-      if (progress) progress(++done, total);
+  }
+  NeedleLayout layout;
+  layout.topk = config.topk;
+  layout.depths = config.depths;
+  layout.margins = config.margins;
+  // A fixture's activations are the same in every trial: one trial.
+  layout.trials = config.source ? 1 : config.trials;
+  layout.activations = describe_activations(config.source, config.activations);
+  layout.contexts = config.contexts;
+  for (const Recipe& r : config.recipes) layout.recipes.push_back(r.name);
+  return layout;
+}
+
+std::vector<NeedleUnit> needle_units(const NeedleLayout& layout) {
+  std::vector<NeedleUnit> units;
+  for (const int64_t n : layout.contexts) {
+    for (int trial = 1; trial <= layout.trials; ++trial) units.push_back({n, trial});
+  }
+  return units;
+}
+
+std::vector<NeedleUnitResult> run_needle_units(const NeedleConfig& config, const std::vector<NeedleUnit>& units,
+                                               const Progress& progress) {
+  // The tables of the longest context of the study, whichever units run here.
+  RopeTables rope(*std::max_element(config.contexts.begin(), config.contexts.end()));
+  // Group recipes by oracle: the needle is built against the oracle's scores.
+  std::map<std::string, std::vector<const Recipe*>> by_model;
+  for (const Recipe& r : config.recipes) by_model[exact_model_key(r)].push_back(&r);
+  const int64_t total = static_cast<int64_t>(units.size());
+  int64_t done = 0;
+  std::vector<NeedleUnitResult> results;
+  for (const NeedleUnit& unit : units) {
+    const std::shared_ptr<const ActivationSource> source = activations_for(
+        config.source, config.activations, config.activations.seed * 1000003ull + static_cast<uint64_t>(unit.trial));
+    NeedleUnitResult result;
+    result.unit = unit;
+    for (const auto& [model, members] : by_model) {
+      study_model(config, members, *source, unit.context, unit.trial, rope, result.cases);
     }
+    results.push_back(std::move(result));
+    if (progress) progress(++done, total);
+  }
+  return results;
+}
+
+NeedleResult reduce_needle(const NeedleLayout& layout, const std::vector<NeedleUnitResult>& units) {
+  const std::vector<NeedleUnit> expected = needle_units(layout);
+  if (units.size() != expected.size()) {
+    throw_bad_input("needle: " + std::to_string(units.size()) + " unit results for the " +
+                    std::to_string(expected.size()) + " units of the study");
+  }
+  NeedleResult result;
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (units[u].unit.context != expected[u].context || units[u].unit.trial != expected[u].trial) {
+      throw_bad_input("needle: unit " + std::to_string(u) + " (context " + std::to_string(units[u].unit.context) +
+                      ", trial " + std::to_string(units[u].unit.trial) + ") is not unit " + std::to_string(u) +
+                      " of the study (context " + std::to_string(expected[u].context) + ", trial " +
+                      std::to_string(expected[u].trial) + ")");
+    }
+    result.cases.insert(result.cases.end(), units[u].cases.begin(), units[u].cases.end());
   }
 
   // Retention per (recipe, context, margin) over depths x trials.
-  for (const Recipe& r : config.recipes) {
-    for (int64_t n : config.contexts) {
-      for (double margin : config.margins) {
+  for (const std::string& name : layout.recipes) {
+    for (int64_t n : layout.contexts) {
+      for (double margin : layout.margins) {
         NeedleSummaryRow row;
-        row.recipe = r.name;
+        row.recipe = name;
         row.context = n;
         row.margin = margin;  // row.unreachable stays 0 (NeedleSummaryRow says why)
         int64_t kept = 0;
         std::vector<double> ranks;
         for (const NeedleCase& c : result.cases) {
           if (c.context != n || c.margin != margin || !c.reachable) continue;
-          const NeedleOutcome* o = outcome_of(c, r.name);
+          const NeedleOutcome* o = outcome_of(c, name);
           if (o == nullptr) continue;
           ++row.cases;
           kept += o->retained;
@@ -274,12 +315,13 @@ NeedleResult run_needle(const NeedleConfig& config, const Progress& progress) {
       }
     }
   }
-  result.topk = config.topk;
-  result.depths = config.depths;
-  result.margins_in_sigma = config.margins;
-  result.trials = num_trials;
-  result.activations = describe_activations(config.source, config.activations);
+  result.layout = layout;
   return result;
+}
+
+NeedleResult run_needle(const NeedleConfig& config, const Progress& progress) {
+  const NeedleLayout layout = needle_layout(config);
+  return reduce_needle(layout, run_needle_units(config, needle_units(layout), progress));
 }
 
 }  // namespace dsaf::oracle

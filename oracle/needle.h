@@ -84,20 +84,58 @@ struct NeedleSummaryRow {
   double rank_worst = 0.0;  // the largest rank (0 without cases)
 };
 
-struct NeedleResult {
-  // The configuration, as the result files echo it.
+// The configuration as the result echoes it and its reduction needs it, without the
+// activations themselves: what a shard file carries (shard_files.h).
+struct NeedleLayout {
   int topk = 0;
   std::vector<double> depths;
-  std::vector<double> margins_in_sigma;
-  int trials = 0;               // 1 with a fixture
-  nlohmann::json activations;   // the generator and its parameters, or the fixture
+  std::vector<double> margins;
+  int trials = 0;                 // 1 with a fixture
+  nlohmann::json activations;     // the generator and its parameters, or the fixture
+  std::vector<int64_t> contexts;
+  std::vector<std::string> recipes;  // names, as given
+};
+
+// A needle study's independent work: one context and one trial, whose activations and
+// cases depend on nothing else. Canonical order: contexts as given, trials 1..trials within
+// each (needle_units).
+struct NeedleUnit {
+  int64_t context = 0;
+  int trial = 0;
+};
+
+// The cases of one unit: per oracle (exact_model_key order), depth and margin.
+struct NeedleUnitResult {
+  NeedleUnit unit;
+  std::vector<NeedleCase> cases;
+};
+
+struct NeedleResult {
+  // The configuration, as the result files echo it.
+  NeedleLayout layout;
   // Per recipe, context and margin (in that nesting).
   std::vector<NeedleSummaryRow> summary;
   // Per context, trial, oracle (in exact_model_key order), depth and margin.
   std::vector<NeedleCase> cases;
 };
 
+// reduce_needle(layout, run_needle_units(config, needle_units(layout))): one code path
+// with a sharded run and its `merge`.
 NeedleResult run_needle(const NeedleConfig& config, const Progress& progress);
+
+// The layout of a configuration; throws dsaf::Error(kUsage) for a configuration that
+// run_needle refuses.
+NeedleLayout needle_layout(const NeedleConfig& config);
+// Every unit of a layout, in canonical order; a unit's cost (shard_plan.h) is its context.
+std::vector<NeedleUnit> needle_units(const NeedleLayout& layout);
+// Runs `units` (of needle_units(needle_layout(config))) in the order given, progress after
+// each.
+std::vector<NeedleUnitResult> run_needle_units(const NeedleConfig& config, const std::vector<NeedleUnit>& units,
+                                               const Progress& progress);
+// The result from the results of every unit, in canonical order: their cases concatenated,
+// then the summary over them. Throws dsaf::Error(kBadInput) when `units` are not
+// needle_units(layout).
+NeedleResult reduce_needle(const NeedleLayout& layout, const std::vector<NeedleUnitResult>& units);
 
 // An upper bound of run_needle's peak memory (study_keys.h's model): at the longest context
 // n, the exact oracle's key matrix and score row stay while each of the group's M recipes

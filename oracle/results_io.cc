@@ -83,15 +83,15 @@ nlohmann::json sweep_to_json(const SweepResult& result, const std::string& comma
                            {"accounted", a.accounted}});
   }
   nlohmann::json j = {{"kind", "sweep"},
-                      {"topk", result.topk},
-                      {"queries_per_context_and_seed", result.queries_per_context_and_seed},
+                      {"topk", result.layout.topk},
+                      {"queries_per_context_and_seed", result.layout.queries},
                       {"query_positions", "spread over [n/2, n), causal (keys 0..t)"},
                       {"score_ulp_histogram",
                        "per row set: fp32 ulp distance between the recipe's score and the exact score "
                        "rounded to fp32; bucket 0 = 0 ulp, 1 = 1 ulp, b >= 2 = [2^(b-1), 2^b) ulps"},
-                      {"seeds", result.seeds},
-                      {"page_size", result.page_size},
-                      {"activations", result.activations},
+                      {"seeds", result.layout.seeds},
+                      {"page_size", result.layout.page_size},
+                      {"activations", result.layout.activations},
                       {"rows", rows},
                       {"attribution", attribution}};
   if (!command.empty()) j["command"] = command;
@@ -123,12 +123,12 @@ nlohmann::json needle_to_json(const NeedleResult& result, const std::string& com
   nlohmann::json cases = nlohmann::json::array();
   for (const NeedleCase& c : result.cases) cases.push_back(needle_case_json(c));
   nlohmann::json j = {{"kind", "needle"},
-                      {"topk", result.topk},
+                      {"topk", result.layout.topk},
                       {"query", "the last token (t = N - 1), all N keys valid"},
-                      {"depths", result.depths},
-                      {"margins_in_sigma", result.margins_in_sigma},
-                      {"trials", result.trials},
-                      {"activations", result.activations},
+                      {"depths", result.layout.depths},
+                      {"margins_in_sigma", result.layout.margins},
+                      {"trials", result.layout.trials},
+                      {"activations", result.layout.activations},
                       {"summary", summary},
                       {"cases", cases}};
   if (!command.empty()) j["command"] = command;

@@ -20,6 +20,8 @@
 //   needle.csv   a row per summary row: recipe, context, margin_sigma, cases, retention,
 //                rank_p50, rank_worst
 //   selftest     [{check, oracle, cases, mismatches, skipped, note, seconds}]
+// Shard files of sharded studies are written with write_text_file; their content is
+// shard_files.h's.
 // Numbers are written as nlohmann::json and fmt write them (shortest round-trip form).
 #pragma once
 

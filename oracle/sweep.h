@@ -65,21 +65,71 @@ struct StageAttribution {
   double accounted = 0.0;  // recall_loss - recall_loss_with_stage_exact
 };
 
+// The configuration as the result echoes it and its reduction needs it, without the
+// activations themselves: what a shard file carries (shard_files.h) so that `merge` can
+// finish the study.
+struct SweepLayout {
+  // A recipe studied: one as given, or an attribution variant (stage_variants) that names
+  // the recipe it was derived from and the stage made exact.
+  struct Studied {
+    std::string recipe;
+    std::string variant_of;
+    std::string stage;
+  };
+  int topk = 0;
+  int queries = 0;
+  int page_size = 0;
+  std::vector<uint64_t> seeds;  // empty with a fixture (one pass, unit seed 0)
+  nlohmann::json activations;   // the generator and its parameters, or the fixture
+  std::vector<int64_t> contexts;
+  std::vector<Studied> studied;  // each recipe as given, followed by its variants
+};
+
+// A sweep's independent work: one context and one seed. Its activations, oracles and
+// recipe scores depend on nothing else. Canonical order: contexts as given, seeds as given
+// within each (sweep_units).
+struct SweepUnit {
+  int64_t context = 0;
+  uint64_t seed = 0;
+};
+
+// What one unit measured, per studied recipe (SweepLayout::studied order): each query
+// row's metrics (query row order) and the score ulp histogram (kUlpBuckets counts).
+struct SweepUnitResult {
+  SweepUnit unit;
+  std::vector<std::vector<RowMetrics>> rows;
+  std::vector<std::vector<int64_t>> score_ulp_histograms;
+};
+
 struct SweepResult {
   // The configuration, as the result files echo it.
-  int topk = 0;
-  int queries_per_context_and_seed = 0;
-  std::vector<uint64_t> seeds;  // empty with a fixture
-  int page_size = 0;
-  nlohmann::json activations;   // the generator and its parameters, or the fixture
+  SweepLayout layout;
   // Per recipe (each followed by its attribution variants when asked), per context.
   std::vector<SweepRow> rows;
   // Per attribution variant, per context; empty without attribution.
   std::vector<StageAttribution> attribution;
 };
 
-// Metrics of every recipe against its exact oracle.
+// Metrics of every recipe against its exact oracle:
+// reduce_sweep(layout, run_sweep_units(config, sweep_units(layout))), one code path with
+// a sharded run and its `merge`, so that both give the same result bit for bit.
 SweepResult run_sweep(const SweepConfig& config, const Progress& progress);
+
+// The layout of a configuration; throws dsaf::Error(kUsage) for a configuration that
+// run_sweep refuses.
+SweepLayout sweep_layout(const SweepConfig& config);
+// Every unit of a layout, in canonical order; a unit's cost (shard_plan.h) is its context.
+std::vector<SweepUnit> sweep_units(const SweepLayout& layout);
+// Runs `units` (of sweep_units(sweep_layout(config))) in the order given, progress after
+// each (unit, studied recipe).
+std::vector<SweepUnitResult> run_sweep_units(const SweepConfig& config, const std::vector<SweepUnit>& units,
+                                             const Progress& progress);
+// The result from the results of every unit, in canonical order: per (studied recipe,
+// context) the rows of its units concatenated in that order (summarize sorts them, so the
+// means are sums in one order) and their histograms added; then the attribution.
+// Throws dsaf::Error(kBadInput) when `units` are not sweep_units(layout) with one result
+// per studied recipe each.
+SweepResult reduce_sweep(const SweepLayout& layout, const std::vector<SweepUnitResult>& units);
 
 // An upper bound of run_sweep's peak memory (study_keys.h's model), from its loop: at the
 // longest context n, with Q query rows, K and T threads, every distinct oracle O keeps its

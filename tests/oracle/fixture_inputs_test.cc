@@ -179,8 +179,8 @@ TEST(FixtureInputs, SweepRunsOnAFixtureAndTheOracleIsPerfect) {
   c.threads = 2;
   c.source = activations_from_hidden_states(w, h.x, h.qr, {}, {{"fixture", "test"}});
   const SweepResult r = run_sweep(c, nullptr);
-  EXPECT_EQ(r.activations["fixture"], "test");
-  EXPECT_TRUE(r.seeds.empty());
+  EXPECT_EQ(r.layout.activations["fixture"], "test");
+  EXPECT_TRUE(r.layout.seeds.empty());
   ASSERT_EQ(r.rows.size(), 4u);
   for (const SweepRow& row : r.rows) {
     EXPECT_EQ(row.metrics.recall.rows, 4);
@@ -210,8 +210,8 @@ TEST(FixtureInputs, NeedleRunsOnAFixtureWithOneTrial) {
   c.topk = 16;
   c.source = activations_from_hidden_states(w, h.x, h.qr);
   const NeedleResult r = run_needle(c, nullptr);
-  EXPECT_EQ(r.trials, 1);
-  EXPECT_EQ(r.activations["kind"], "fixture");
+  EXPECT_EQ(r.layout.trials, 1);
+  EXPECT_EQ(r.layout.activations["kind"], "fixture");
   ASSERT_EQ(r.cases.size(), 2u);
   for (const NeedleCase& rec : r.cases) {
     EXPECT_EQ(rec.trial, 1);
