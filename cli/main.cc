@@ -454,13 +454,15 @@ int main(int argc, char** argv) {
   sweep->add_option("--queries", queries, "query rows per context and seed");
   sweep->add_option("--seeds", seeds, "number of activation seeds");
   sweep->add_flag("--attribution", attribution, "also re-run each recipe with one stage exact at a time");
-  std::string depths_text = "0.1..0.9", margins_text = "0.01,0.03,0.1,0.3";
+  std::string depths_text = "0.1..0.9", margins_text = "0.01,0.03,0.1,0.3", reference_text;
   int trials = 4;
   auto* needle = app.add_subcommand("needle", "needle retention in top-K vs context, depth and margin");
   add_study_options(needle);
   needle->add_option("--depths", depths_text, "needle depths in [0, 1], e.g. 0.1..0.9 or 0.1..0.9:9");
   needle->add_option("--margins", margins_text, "needle margins above the K-th exact score, in sigma");
   needle->add_option("--trials", trials, "activation seeds per context");
+  needle->add_option("--reference-context", reference_text,
+                     "planted fact: one query, margin measured among its last N keys (e.g. 2k), at every context");
   std::string slice_checkpoint_dir, slice_out;
   std::vector<int64_t> slice_layers;
   auto* slice = app.add_subcommand("slice", "copy layers' indexer tensors from a checkpoint into an HDF5 fixture");
@@ -584,6 +586,11 @@ int main(int argc, char** argv) {
       }
       config.trials = trials;
       config.topk = topk;
+      if (!reference_text.empty()) {
+        const auto r = dsaf::cli::with_flag("--reference-context", [&] { return dsaf::cli::parse_contexts(reference_text); });
+        if (r.size() != 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--reference-context: one length, e.g. 2k");
+        config.reference_context = r.front();
+      }
       config.activations = acts;
       config.source = fixture_source;
       config.threads = study_threads;

@@ -41,27 +41,32 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
                  std::vector<NeedleCase>& cases) {
   const int K = config.topk;
   const int64_t t = n - 1;  // the query is the last token and sees every key
+  // Its input: token t's, or in the planted-fact mode the reference context's last token's
+  // at every N (one question, asked at the end of contexts of every length).
+  const int64_t query_input = config.reference_context > 0 ? std::min(n, config.reference_context) - 1 : t;
   const Recipe exact = ref::exact_of(*members.front());
   const ref::RopeTable& exact_table = rope.get(exact.rope.table);
   std::vector<std::string> model_names;
   for (const Recipe* r : members) model_names.push_back(r->name);
   const ref::KeyMatrix exact_keys = build_keys(exact, acts, n, exact_table, config.threads);
-  const ref::PreparedQuery exact_q = build_query(exact, acts, t, exact_table);
+  const ref::PreparedQuery exact_q = build_query(exact, acts, query_input, t, exact_table);
   const std::vector<double> exact_scores = ref::index_scores(exact_q, exact_keys, n, exact.score);
   std::vector<Scored> scored;
   for (const Recipe* r : members) {
     const ref::RopeTable& table = rope.get(r->rope.table);
     const ref::KeyMatrix keys = build_keys(*r, acts, n, table, config.threads);
-    ref::PreparedQuery q = build_query(*r, acts, t, table);
+    ref::PreparedQuery q = build_query(*r, acts, query_input, t, table);
     std::vector<double> s = ref::index_scores(q, keys, n, r->score);
     scored.push_back({r, std::move(q), std::move(s)});
   }
   for (double depth : config.depths) {
     const int64_t p = std::llround(depth * static_cast<double>(n - 1));
-    // tau: the K-th largest exact score among the other keys; sigma: their std.
+    // tau: the K-th largest exact score among the other keys (of the reference window,
+    // positions [n - R, n), when the config names one); sigma: their std.
+    const int64_t window_begin = config.reference_context > 0 ? std::max<int64_t>(0, n - config.reference_context) : 0;
     std::vector<double> others;
-    others.reserve(n - 1);
-    for (int64_t s = 0; s < n; ++s) {
+    others.reserve(n - window_begin);
+    for (int64_t s = window_begin; s < n; ++s) {
       if (s != p) others.push_back(exact_scores[s]);
     }
     const int64_t k_eff = std::min<int64_t>(K, static_cast<int64_t>(others.size()));
@@ -158,6 +163,7 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
       record.margin = margin;
       record.tau = tau;
       record.sigma = sigma;
+      record.reference_keys = static_cast<int64_t>(others.size());
       record.model_recipes = model_names;
       if (exact_needle_score(hi) < target || exact_needle_score(lo) >= target) {
         record.reachable = false;
@@ -224,6 +230,9 @@ NeedleLayout needle_layout(const NeedleConfig& config) {
   for (double d : config.depths) {
     if (!(d >= 0.0 && d <= 1.0)) throw Error(ErrorKind::kUsage, "needle: depths must lie in [0, 1]");
   }
+  if (config.reference_context != 0 && config.reference_context < 2) {
+    throw Error(ErrorKind::kUsage, "needle: the reference context must be >= 2 (or 0: each needle's own context)");
+  }
   check_contexts_fit(config.source, config.contexts, "needle");
   for (int64_t n : config.contexts) {
     if (n < 2) throw Error(ErrorKind::kUsage, "needle: context must be >= 2");
@@ -232,6 +241,7 @@ NeedleLayout needle_layout(const NeedleConfig& config) {
   layout.topk = config.topk;
   layout.depths = config.depths;
   layout.margins = config.margins;
+  layout.reference_context = config.reference_context;
   // A fixture's activations are the same in every trial: one trial.
   layout.trials = config.source ? 1 : config.trials;
   layout.activations = describe_activations(config.source, config.activations);

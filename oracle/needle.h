@@ -27,6 +27,13 @@ struct NeedleConfig {
   std::vector<double> margins;   // in units of sigma (see docs/needle.md)
   int trials = 4;                // seeds 1..trials (plus the activation seed)
   int topk = 512;
+  // Where the margin is measured (docs/needle.md). 0: among the other keys of the needle's
+  // own context, so tau grows with N and length is normalised away. R > 0, the planted-fact
+  // mode: the query (at position N - 1) has the input of token min(R, N) - 1 at every N, and
+  // the margin is measured among the other keys of the last min(R, N) positions (the
+  // query's most recent window, of the same size at every N >= R); the needle's exact score
+  // then stays where a context of R puts it while a longer context adds older competitors.
+  int64_t reference_context = 0;
   SyntheticSpec activations;
   // As SweepConfig::source; with a fixture there is one trial (the activations do not
   // change between trials), and every context must be <= source->tokens().
@@ -50,8 +57,9 @@ struct NeedleCase {
   double depth = 0.0;
   int64_t position = 0;   // round(depth * (N - 1))
   double margin = 0.0;    // in sigma
-  double tau = 0.0;       // the K-th largest exact score among the other keys
+  double tau = 0.0;       // the K-th largest exact score among the other keys (of the window)
   double sigma = 0.0;     // the standard deviation of their exact scores
+  int64_t reference_keys = 0;  // how many keys tau and sigma were taken over
   std::vector<std::string> model_recipes;  // the recipes sharing this oracle
   // Whether a needle with exact score >= tau + margin * sigma (and below it at the
   // bracket's other end) was found.
@@ -88,6 +96,7 @@ struct NeedleSummaryRow {
 // activations themselves: what a shard file carries (shard_files.h).
 struct NeedleLayout {
   int topk = 0;
+  int64_t reference_context = 0;  // NeedleConfig::reference_context
   std::vector<double> depths;
   std::vector<double> margins;
   int trials = 0;                 // 1 with a fixture

@@ -47,10 +47,12 @@ nlohmann::json sweep_row_json(const SweepRow& r) {
   return row;
 }
 
-nlohmann::json needle_case_json(const NeedleCase& c) {
+// reference_keys only in the planted-fact mode, so that the default files keep their bytes.
+nlohmann::json needle_case_json(const NeedleCase& c, bool planted) {
   nlohmann::json record = {{"context", c.context}, {"trial", c.trial}, {"depth", c.depth},
                            {"position", c.position}, {"margin", c.margin}, {"tau", c.tau},
                            {"sigma", c.sigma}, {"model_recipes", c.model_recipes}};
+  if (planted) record["reference_keys"] = c.reference_keys;
   record["reachable"] = c.reachable;
   if (!c.reachable) {
     record["best_exact_score_found"] = c.best_exact_score_found;
@@ -121,7 +123,8 @@ nlohmann::json needle_to_json(const NeedleResult& result, const std::string& com
                        {"rank_worst", s.rank_worst}});
   }
   nlohmann::json cases = nlohmann::json::array();
-  for (const NeedleCase& c : result.cases) cases.push_back(needle_case_json(c));
+  const bool planted = result.layout.reference_context > 0;
+  for (const NeedleCase& c : result.cases) cases.push_back(needle_case_json(c, planted));
   nlohmann::json j = {{"kind", "needle"},
                       {"topk", result.layout.topk},
                       {"query", "the last token (t = N - 1), all N keys valid"},
@@ -131,6 +134,11 @@ nlohmann::json needle_to_json(const NeedleResult& result, const std::string& com
                       {"activations", result.layout.activations},
                       {"summary", summary},
                       {"cases", cases}};
+  if (planted) {
+    j["reference_context"] = result.layout.reference_context;
+    j["margin_reference"] = "the other keys of the query's last reference_context positions (planted fact)";
+    j["query"] = "at position N - 1 with the input of token min(reference_context, N) - 1 (planted fact), all N keys valid";
+  }
   if (!command.empty()) j["command"] = command;
   return j;
 }

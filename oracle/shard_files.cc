@@ -316,6 +316,7 @@ json needle_config_json(const NeedleConfig& config, const NeedleLayout& layout) 
           {"depths", exact_json(layout.depths)},
           {"margins", exact_json(layout.margins)},
           {"trials", layout.trials},
+          {"reference_context", layout.reference_context},
           {"recipe_names", layout.recipes}};
 }
 
@@ -325,6 +326,7 @@ NeedleLayout needle_layout_from_json(const json& config) {
   for (const json& d : config.at("depths")) layout.depths.push_back(exact_double(d));
   for (const json& m : config.at("margins")) layout.margins.push_back(exact_double(m));
   layout.trials = config.at("trials").get<int>();
+  layout.reference_context = config.at("reference_context").get<int64_t>();
   layout.activations = config.at("activations");
   layout.contexts = config.at("contexts").get<std::vector<int64_t>>();
   layout.recipes = config.at("recipe_names").get<std::vector<std::string>>();
@@ -343,6 +345,7 @@ json case_json(const NeedleCase& c) {
           {"margin", exact_json(c.margin)},
           {"tau", exact_json(c.tau)},
           {"sigma", exact_json(c.sigma)},
+          {"reference_keys", c.reference_keys},
           {"model_recipes", c.model_recipes},
           {"reachable", c.reachable},
           {"beta", exact_json(c.beta)},
@@ -363,6 +366,7 @@ NeedleCase case_from_json(const json& j) {
   c.margin = exact_double(j.at("margin"));
   c.tau = exact_double(j.at("tau"));
   c.sigma = exact_double(j.at("sigma"));
+  c.reference_keys = j.at("reference_keys").get<int64_t>();
   c.model_recipes = j.at("model_recipes").get<std::vector<std::string>>();
   c.reachable = j.at("reachable").get<bool>();
   c.beta = exact_double(j.at("beta"));

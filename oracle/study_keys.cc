@@ -92,11 +92,16 @@ ref::KeyMatrix build_keys(const Recipe& recipe, const ActivationSource& acts, in
 
 ref::PreparedQuery build_query(const Recipe& recipe, const ActivationSource& acts, int64_t t,
                                const ref::RopeTable& rope) {
+  return build_query(recipe, acts, t, t, rope);
+}
+
+ref::PreparedQuery build_query(const Recipe& recipe, const ActivationSource& acts, int64_t t, int64_t position,
+                               const ref::RopeTable& rope) {
   const int H = acts.num_heads();
   std::vector<float> q(static_cast<size_t>(H) * kHeadDim), wproj(H);
   acts.query_input(t, q.data(), wproj.data());
   const ref::QueryOutput out =
-      ref::run_query_path(recipe, q.data(), H, wproj.data(), static_cast<int>(t), rope);
+      ref::run_query_path(recipe, q.data(), H, wproj.data(), static_cast<int>(position), rope);
   return ref::prepare_query(out.heads, out.weights);
 }
 

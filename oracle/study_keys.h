@@ -22,9 +22,13 @@ using Progress = std::function<void(int64_t, int64_t)>;
 // Keys of positions [0, n) under a recipe (key path of every token).
 ref::KeyMatrix build_keys(const ref::Recipe& recipe, const ActivationSource& acts,
                           int64_t n, const ref::RopeTable& rope, int threads);
-// The query of token t under a recipe (query path + folded head weights).
+// The query of token t under a recipe (query path + folded head weights), at position t,
+// or at `position` with token t's input (the needle's planted-fact mode asks one question
+// at the end of contexts of every length).
 ref::PreparedQuery build_query(const ref::Recipe& recipe, const ActivationSource& acts,
                                int64_t t, const ref::RopeTable& rope);
+ref::PreparedQuery build_query(const ref::Recipe& recipe, const ActivationSource& acts,
+                               int64_t t, int64_t position, const ref::RopeTable& rope);
 
 // Stage attribution (issue: "re-run with one stage made exact at a time"): the recipe
 // with one stage's lossy choices replaced by exact-as-fp32 ones, named "<recipe>~<stage>":

@@ -99,8 +99,33 @@ def sweep_report(res, out):
         f.write("\n".join(lines) + "\n")
 
 
+def oracle_rows(res):
+    """Planted-fact mode: the exact oracle's own retention (exact rank <= K) per model group,
+    as summary rows named "oracle of A, B": a longer context can push a planted needle out
+    of the exact top-K too, and a recipe's loss is read against its oracle's."""
+    cells = {}
+    for c in res["cases"]:
+        if not c["reachable"]:
+            continue
+        key = ("oracle of " + ", ".join(c["model_recipes"]), c["context"], c["margin"])
+        kept, n = cells.get(key, (0, 0))
+        cells[key] = (kept + (c["exact_rank"] <= res["topk"]), n + 1)
+    return [{"recipe": k[0], "context": k[1], "margin": k[2], "cases": n, "retention": kept / n}
+            for k, (kept, n) in cells.items()]
+
+
+def crossover(get, name, contexts, margin, below=0.5):
+    """The first context at which `name` keeps fewer than `below` of the needles."""
+    for n in contexts:
+        row = get.get((name, n, margin))
+        if row is not None and row["cases"] > 0 and row["retention"] < below:
+            return context_label(n)
+    return f"> {context_label(contexts[-1])}"
+
+
 def needle_report(res, out):
-    summary = res["summary"]
+    planted = "reference_context" in res
+    summary = res["summary"] + (oracle_rows(res) if planted else [])
     recipes = list(dict.fromkeys(r["recipe"] for r in summary))
     contexts = sorted({r["context"] for r in summary})
     margins = sorted({r["margin"] for r in summary})
@@ -110,7 +135,7 @@ def needle_report(res, out):
     for ax, m in zip(axes[0], margins):
         for name in recipes:
             ax.plot(contexts, [100 * get[(name, n, m)]["retention"] for n in contexts],
-                    marker="o", label=name)
+                    marker="o", label=name, linestyle="--" if name.startswith("oracle of ") else "-")
         ax.set_xscale("log", base=2)
         ax.set_xticks(contexts, [context_label(n) for n in contexts])
         ax.set_title(f"margin {m} sigma")
@@ -141,6 +166,16 @@ def needle_report(res, out):
              f"top-{res['topk']}; query: {res['query']}; depths {res['depths']}; "
              f"{res['trials']} trials; margins in sigma {res['margins_in_sigma']} "
              "(definition: docs/needle.md).", ""]
+    if planted:
+        lines += [f"Planted fact: one query, margins measured among its last {res['reference_context']} keys "
+                  "at every context; `oracle of ...` rows are the exact oracle's own retention "
+                  "(exact rank <= K).", "",
+                  "### crossover: the first context keeping fewer than half of the needles", "",
+                  "| recipe | " + " | ".join(f"{m} sigma" for m in margins) + " |",
+                  "|---|" + "---|" * len(margins)]
+        for name in recipes:
+            lines.append(f"| {name} | " + " | ".join(crossover(get, name, contexts, m) for m in margins) + " |")
+        lines.append("")
     for m in margins:
         lines += [f"### margin {m} sigma: needle kept (% of cases)", "",
                   "| recipe | " + " | ".join(context_label(n) for n in contexts) + " |",

@@ -131,6 +131,55 @@ TEST(Needle, TheOracleKeepsEveryNeedleWithPositiveMargin) {
   }
 }
 
+// The planted-fact mode measures the margin among the query's last R keys: at N = R it is
+// the default mode case for case; at N > R tau and sigma come from R keys (R - 1 when the
+// needle sits in the window), the needle is placed against them, and its exact rank among
+// all N keys can exceed K as older keys compete (the default mode keeps it <= K).
+TEST(Needle, PlantedFactMeasuresTheMarginInTheQuerysLastKeys) {
+  NeedleConfig c;
+  c.recipes = {ref::preset("exact"), ref::preset("dsv32-ref")};
+  c.contexts = {256, 1024};
+  c.depths = {0.0, 0.5, 1.0};
+  c.margins = {0.05};
+  c.trials = 1;
+  c.topk = 16;
+  c.activations = small_spec(ActivationKind::kGaussian);
+  const NeedleResult plain = run_needle(c, nullptr);
+  c.reference_context = 256;
+  const NeedleResult planted = run_needle(c, nullptr);
+  ASSERT_EQ(plain.cases.size(), planted.cases.size());
+  EXPECT_EQ(planted.layout.reference_context, 256);
+  int beyond_k = 0, checked = 0;
+  for (size_t i = 0; i < plain.cases.size(); ++i) {
+    const NeedleCase &a = plain.cases[i], &b = planted.cases[i];
+    ASSERT_EQ(a.context, b.context);
+    ASSERT_EQ(a.position, b.position);
+    EXPECT_EQ(a.reference_keys, a.context - 1);
+    if (a.context == 256) {  // the window is the whole context
+      EXPECT_EQ(b.reference_keys, 255);
+      EXPECT_EQ(a.tau, b.tau);
+      EXPECT_EQ(a.sigma, b.sigma);
+      EXPECT_EQ(a.needle_exact_score, b.needle_exact_score);
+      continue;
+    }
+    EXPECT_EQ(b.reference_keys, b.position >= 1024 - 256 ? 255 : 256);
+    EXPECT_NE(a.tau, b.tau);
+    if (!b.reachable) continue;
+    ++checked;
+    EXPECT_GE(b.achieved_margin, b.margin);
+    EXPECT_GE(b.needle_exact_score, b.tau);
+    beyond_k += b.exact_rank > 16;
+  }
+  EXPECT_GT(checked, 0);
+  EXPECT_GT(beyond_k, 0) << "a longer context should push some planted needles out of the exact top-K";
+  const nlohmann::json j = needle_to_json(planted, "");
+  EXPECT_EQ(j["reference_context"], 256);
+  EXPECT_TRUE(j["cases"][0].contains("reference_keys"));
+  EXPECT_FALSE(needle_to_json(plain, "").contains("reference_context"));
+  c.reference_context = 1;
+  EXPECT_THROW(run_needle(c, nullptr), Error);
+}
+
 TEST(Needle, RejectsBadConfigurations) {
   NeedleConfig c;
   c.recipes = {ref::preset("exact")};
