@@ -115,6 +115,16 @@ TopKRowVerdict judge_topk_row(const std::vector<float>& scores, int k, const std
   std::sort(v.misses.begin(), v.misses.end(), [](const TopKKey& a, const TopKKey& b) { return a.rank < b.rank; });
   std::sort(v.intruders.begin(), v.intruders.end(), [](const TopKKey& a, const TopKKey& b) { return a.rank < b.rank; });
   v.order_only = v.invalid_count == 0 && missing == 0 && extra == 0 && !in_order;
+  if (v.misses.size() >= 2) {
+    float best_missing = v.misses[0].score;  // misses are sorted by rank: the first scores highest
+    int32_t first_missing = v.misses[0].index;
+    for (const TopKKey& miss : v.misses) first_missing = std::min(first_missing, miss.index);
+    int32_t last_kept = -1;  // the highest selected index scoring at most best_missing
+    for (int32_t i : seen) {
+      if (static_cast<double>(scores[i]) <= static_cast<double>(best_missing)) last_kept = std::max(last_kept, i);
+    }
+    v.misses_in_index_order = last_kept < first_missing;
+  }
 
   const bool entries_ok = v.invalid_count == 0 && v.wrong_padding == 0;
   switch (contract) {
@@ -153,6 +163,10 @@ std::string TopKRowVerdict::describe() const {
   }
   if (!intruders.empty()) {
     parts.push_back(std::to_string(intruders.size()) + " key(s) below the cut selected: " + keys_text(intruders));
+  }
+  if (misses_in_index_order) {
+    parts.push_back("the missing keys all come after every selected key that scores no more than they do "
+                    "(lost in index order, as past a full candidate buffer)");
   }
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
   return out;

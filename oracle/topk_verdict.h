@@ -17,7 +17,11 @@
 //   misses           indices of E left out that score above tau (genuinely dropped), with
 //                    their exact rank (position in the reference order, from 1) and gap
 //                    to tau;
-//   intruders        indices outside E put in that score below tau, with rank and gap.
+//   intruders        indices outside E put in that score below tau, with rank and gap;
+//   index-order loss two or more misses, each with a higher index than every selected key
+//                    scoring at most the best missing score: keys were lost by position,
+//                    not by score, as a kernel loses them that gathers candidates into a
+//                    buffer of fixed capacity and drops those that arrive after it is full.
 // A row passes when its entries are valid, its padding is right and its contract holds.
 #pragma once
 
@@ -56,6 +60,7 @@ struct TopKRowVerdict {
   int64_t tie_swaps = 0;             // |E \ A| among keys scoring tau (= |A \ E| at tau)
   std::vector<TopKKey> misses;       // E \ A above the cut
   std::vector<TopKKey> intruders;    // A \ E below the cut
+  bool misses_in_index_order = false;  // index-order loss (above)
   bool identical = true;             // actual[0, m) == E and the padding is right
 
   // One paragraph: what differs, with the scores' bits for the first few keys.

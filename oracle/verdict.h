@@ -4,8 +4,9 @@
 // implementation under test):
 //  1. byte-exact: DeepGEMM's assert_bitwise_equal, and for a paged index-K cache the
 //     first mismatch located as (sequence, position), page, field, element, both codes
-//     and both decoded values; bytes of slots no token owns must stay untouched (SGLang's
-//     0xAA sentinel test);
+//     and both decoded values, the differing bytes split into value and scale fields, and
+//     NaN codes where the reference has a number counted; bytes of slots no token owns must
+//     stay untouched (SGLang's 0xAA sentinel test);
 //  2. ulp-bounded: an ulp-distance histogram, a budget (max ulp and the fraction of
 //     elements that may differ, as FlashInfer's max_mismatch_pct), TransformerEngine's
 //     round-side-flip classification, and NaN / ±Inf positions that must agree exactly
@@ -71,6 +72,13 @@ struct ByteVerdict {
   int64_t expected_size = 0;      // plain compare: sizes may differ (then pass = false)
   int64_t actual_size = 0;
   int64_t mismatches = 0;         // differing bytes of token-owned slots (plain: all)
+  int64_t value_mismatches = 0;   // paged cache: those of `mismatches` in value fields,
+  int64_t scale_mismatches = 0;   // and in scale fields
+  // Paged cache: elements of token-owned slots whose actual code decodes to NaN where the
+  // expected one does not (e4m3fn 0x7f / 0xff, a bf16 or fp32 NaN, an fp32 scale NaN, a
+  // ue8m0 0xff; e2m1 has no NaN), each counted once however many of its bytes differ.
+  int64_t nan_codes = 0;
+  std::optional<ByteMismatch> first_nan;        // the first of them
   // Differing bytes in slots that no token owns: a kernel must not write there.
   int64_t untouched_region_writes = 0;
   std::optional<ByteMismatch> first;            // lowest offset among `mismatches`

@@ -1,6 +1,7 @@
 // File: verdict_bytes.cc — byte-exact verdicts: plain buffers and paged index-K caches
 // with the mismatch located in the cache (verdict.h, section 1).
 #include <algorithm>
+#include <cmath>
 
 #include "oracle/verdict.h"
 #include "oracle/verdict_text.h"
@@ -199,9 +200,23 @@ std::string ByteVerdict::describe() const {
   }
   out += printf_string("%lld bytes compared%s, %lld differ", static_cast<long long>(bytes),
                        cache ? " as a paged cache" : "", static_cast<long long>(mismatches));
-  if (cache) out += " in token-owned slots";
+  if (cache) {
+    out += printf_string(" in token-owned slots (%lld in values, %lld in scales)",
+                         static_cast<long long>(value_mismatches), static_cast<long long>(scale_mismatches));
+  }
   out += ".";
   if (first) out += " First mismatch: " + first->describe() + ".";
+  if (nan_codes > 0) {
+    out += printf_string(" %lld element(s) are NaN codes in the actual cache where the reference has a number",
+                         static_cast<long long>(nan_codes));
+    if (first_nan && first && first_nan->byte_offset == first->byte_offset) {
+      out += "; the first mismatch is one.";
+    } else if (first_nan) {
+      out += "; first: " + first_nan->describe() + ".";
+    } else {
+      out += ".";
+    }
+  }
   if (cache) {
     out += printf_string(
         " %lld untouched-region writes (bytes of slots no token owns, which a "
@@ -261,12 +276,23 @@ ByteVerdict compare_paged_cache(const ref::PagedCacheLayout& layout, const Cache
   ByteVerdict v;
   v.cache = true;
   v.expected_size = v.actual_size = v.bytes = static_cast<int64_t>(expected.size());
+  std::optional<ByteMismatch> previous;  // the last owned differing byte: its element is counted
   for (int64_t i = 0; i < v.bytes; ++i) {
     if (expected[i] == actual[i]) continue;
-    const bool owned = slot_owner[slot_of_byte(layout, i)].sequence >= 0;
-    int64_t& count = owned ? v.mismatches : v.untouched_region_writes;
-    std::optional<ByteMismatch>& first = owned ? v.first : v.first_untouched;
-    if (count++ == 0) first = locate_byte(layout, slot_owner, expected, actual, i);
+    if (slot_owner[slot_of_byte(layout, i)].sequence < 0) {
+      if (v.untouched_region_writes++ == 0) v.first_untouched = locate_byte(layout, slot_owner, expected, actual, i);
+      continue;
+    }
+    const ByteMismatch m = locate_byte(layout, slot_owner, expected, actual, i);
+    ++(m.field == CacheField::kValue ? v.value_mismatches : v.scale_mismatches);
+    if (v.mismatches++ == 0) v.first = m;
+    // An element's bytes are adjacent, so a byte of the element before is the same element.
+    const bool same_element = previous && previous->page == m.page && previous->slot == m.slot &&
+                              previous->field == m.field && previous->element == m.element;
+    if (!same_element && std::isnan(m.actual_value) && !std::isnan(m.expected_value)) {
+      if (v.nan_codes++ == 0) v.first_nan = m;
+    }
+    previous = m;
   }
   v.pass = v.mismatches == 0 && v.untouched_region_writes == 0;
   return v;

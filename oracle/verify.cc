@@ -131,12 +131,34 @@ std::vector<uint8_t> reference_cache(const ref::Recipe& recipe, const KeyBatch& 
   return cache;
 }
 
-// Which single recipe field, changed, makes `matches(recipe')` true.
+// A batch's cache with every key's values where `expected` has them and its scale bytes
+// moved to the same slot of physical page (page + page_shift): what a kernel that
+// addresses its scale with the wrong page writes. A scale whose page falls outside the
+// cache is not written (such a kernel writes past the buffer).
+std::vector<uint8_t> scales_on_other_page(const ref::PagedCacheLayout& layout, const KeyBatch& b,
+                                          const std::vector<uint8_t>& expected, int page_shift) {
+  const dev::HostKeyBatch& h = b.host;
+  const int value_bytes = ref::value_bytes_per_head(layout.format());
+  const int scale_bytes = ref::scale_bytes_per_head(layout.format());
+  std::vector<uint8_t> cache = h.cache;
+  for (size_t t = 0; t < h.positions.size(); ++t) {
+    const ref::CacheLocation at = layout.locate(b.owners.page_tables[h.seq[t]], h.positions[t], b.num_pages);
+    const int64_t values = layout.value_offset(at);
+    std::copy(expected.begin() + values, expected.begin() + values + value_bytes, cache.begin() + values);
+    const ref::CacheLocation moved{at.page + page_shift, at.offset};
+    if (moved.page < 0 || moved.page >= b.num_pages) continue;
+    const int64_t from = layout.scale_offset(at), to = layout.scale_offset(moved);
+    std::copy(expected.begin() + from, expected.begin() + from + scale_bytes, cache.begin() + to);
+  }
+  return cache;
+}
+
+// The single recipe field changes that make `matches(recipe')` true: (change, recipe').
 template <class Matches>
-std::vector<std::string> explaining_changes(const ref::Recipe& recipe, Matches matches) {
-  std::vector<std::string> out;
-  for (const auto& [change, variant] : single_field_changes(recipe)) {
-    if (matches(variant)) out.push_back(change);
+std::vector<std::pair<std::string, ref::Recipe>> explaining_changes(const ref::Recipe& recipe, Matches matches) {
+  std::vector<std::pair<std::string, ref::Recipe>> out;
+  for (auto& [change, variant] : single_field_changes(recipe)) {
+    if (matches(variant)) out.emplace_back(change, variant);
   }
   return out;
 }
@@ -150,21 +172,25 @@ std::string list_text(const std::vector<int>& values) {
 }
 
 // The key cache stage: batches over every declared page size x layout x input dtype
-// (each at least once), until config.min_key_tokens tokens.
-void verify_key_cache(const dev::KernelUnderTest& kernel, const dev::KernelCapabilities& caps,
-                      const VerifyConfig& config, std::mt19937_64& rng, VerifyReport& report) {
+// (each at least once), until config.min_key_tokens tokens. Returns the single recipe
+// field changes that explain a failing batch's bytes (empty when it passed).
+std::vector<std::pair<std::string, ref::Recipe>> verify_key_cache(const dev::KernelUnderTest& kernel,
+                                                                  const dev::KernelCapabilities& caps,
+                                                                  const VerifyConfig& config, std::mt19937_64& rng,
+                                                                  VerifyReport& report) {
   const ref::Recipe& recipe = config.recipe;
   nlohmann::json key = {{"stage", "key cache"}};
+  std::vector<std::pair<std::string, ref::Recipe>> fields;
   if (!caps.key_store) {
     report.text += "key cache: not provided by the kernel\n";
-    return;
+    return fields;
   }
   const std::string format = ref::field_value_json(recipe, "key_quant.format").get<std::string>();
   if (!caps.stores(recipe.key_quant.format)) {
     report.text += "key cache: NOT COVERED: the recipe stores " + format + " keys and the kernel declares no " + format +
                    " store\n";
     report.json["coverage"]["not_covered"].push_back("key cache: no " + format + " store");
-    return;
+    return fields;
   }
   std::vector<int> page_sizes, missing_sizes;
   for (int p = 1; p <= 256; p *= 2) (caps.takes_page_size(p) ? page_sizes : missing_sizes).push_back(p);
@@ -174,7 +200,7 @@ void verify_key_cache(const dev::KernelUnderTest& kernel, const dev::KernelCapab
   if (page_sizes.empty() || dtypes.empty()) {
     report.text += "key cache: NOT COVERED: the kernel declares no page size or no input dtype\n";
     report.json["coverage"]["not_covered"].push_back("key cache: no page size or input dtype declared");
-    return;
+    return fields;
   }
   // The norm parameters a bf16-taking kernel sees are bf16 values: draw such values.
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -220,21 +246,35 @@ void verify_key_cache(const dev::KernelUnderTest& kernel, const dev::KernelCapab
     std::string text = "key cache: MISMATCH in batch " + std::to_string(batches - 1) + " (page size " +
                        std::to_string(page_size) + ", " + (decode ? "decode" : "prefill") + ", " +
                        (bf16 ? "bf16" : "fp32") + " input)\n  " + v.describe() + "\n";
-    const auto fields = explaining_changes(recipe, [&](const ref::Recipe& r) {
+    fields = explaining_changes(recipe, [&](const ref::Recipe& r) {
       return r.key_quant.format == recipe.key_quant.format && reference_cache(r, b) == actual;
     });
-    for (const std::string& f : fields) text += "  explained by one recipe field: " + f + "\n";
-    bool shifted = false;
+    for (const auto& field : fields) text += "  explained by one recipe field: " + field.first + "\n";
+    bool moved = false;
     for (int shift : {1, -1, 2, -2}) {
       if (std::abs(shift) < page_size && reference_cache(recipe, b, shift) == actual) {
         text += "  explained by the page layout: every key is written " + std::to_string(std::abs(shift)) +
                 " slot(s) " + (shift > 0 ? "after" : "before") + " the one its page table entry names\n";
-        shifted = true;
+        moved = true;
         break;
       }
     }
-    if (fields.empty() && !shifted) text += "  no single recipe field or slot shift explains it\n";
+    const bool has_scales = ref::scale_bytes_per_head(recipe.key_quant.format) > 0;
+    for (int shift : {1, -1}) {
+      if (!moved && has_scales && scales_on_other_page(layout, b, expected, shift) == actual) {
+        text += std::string("  explained by the page layout: every key's values are in the slot its page table entry "
+                            "names and its scale in the same slot of the ") +
+                (shift > 0 ? "next" : "previous") + " page of the cache (physical page " + (shift > 0 ? "+" : "-") +
+                " 1)\n";
+        moved = true;
+      }
+    }
+    if (fields.empty() && !moved) text += "  no single recipe field, slot shift or scale page shift explains it\n";
     key["diagnosis"] = text;
+    key["differing_bytes"] = {{"values", v.value_mismatches},
+                              {"scales", v.scale_mismatches},
+                              {"untouched_region", v.untouched_region_writes}};
+    key["nan_codes"] = v.nan_codes;
     report.text += text;
   }
   key["pass"] = key_ok;
@@ -266,6 +306,7 @@ void verify_key_cache(const dev::KernelUnderTest& kernel, const dev::KernelCapab
   report.pass = report.pass && key_ok;
   ++report.stages_run;
   report.json["stages"].push_back(key);
+  return fields;
 }
 
 }  // namespace
@@ -303,7 +344,7 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const ref::RopeTable rope(recipe.rope.table, kMaxPositions);
   const ref::PagedCacheLayout probe(recipe.key_quant.format, 1);  // validates the format
-  verify_key_cache(kernel, caps, config, rng, report);
+  const auto key_fields = verify_key_cache(kernel, caps, config, rng, report);
 
   // ---- Query path -------------------------------------------------------------------
   if (!caps.query_path) {
@@ -400,8 +441,23 @@ VerifyReport run_verify(const dev::KernelUnderTest& kernel, const VerifyConfig& 
       const dev::HostQueryResult e = expected_query(r);
       return e.values == got.values && (scales_folded || e.scales == got.scales) && same_floats(e.weights, got.weights);
     });
-    for (const std::string& f : fields) report.text += "  query path explained by one recipe field: " + f + "\n";
+    for (const auto& field : fields) report.text += "  query path explained by one recipe field: " + field.first + "\n";
     if (fields.empty()) report.text += "  no single recipe field explains the query path\n";
+  }
+  // A field the key cache departs from, where the query path, byte-exact, follows the
+  // recipe and would not under the change: the two sides disagree (one-sided RoPE pairing
+  // or Hadamard, for instance). Fields the query path does not read are left out, since
+  // the change leaves its bytes as they are.
+  if (query_ok) {
+    for (const auto& [change, variant] : key_fields) {
+      const dev::HostQueryResult e = expected_query(variant);
+      if (e.values == got.values && (scales_folded || e.scales == got.scales) && same_floats(e.weights, got.weights)) {
+        continue;
+      }
+      report.text += "key and query paths disagree: the key cache follows " + change +
+                     ", the query path follows the recipe (byte-exact, and that change would alter its bytes)\n";
+      report.json["key_query_disagreement"].push_back(change);
+    }
   }
   report.pass = report.pass && query_ok;
   ++report.stages_run;

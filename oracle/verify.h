@@ -9,9 +9,11 @@
 // for an exact-order contract, within the tensor-core bound for a bounded one) and the
 // top-K (under its contract, every differing row classified: topk_verdict.h). A key or
 // query failure is diagnosed: which single recipe field, changed, reproduces the kernel's
-// bytes exactly, or whether its keys sit a fixed number of slots away from where the page
-// table puts them. What the recipe needs but the kernel does not declare is reported as
-// not covered.
+// bytes exactly, whether its keys sit a fixed number of slots away from where the page
+// table puts them, or whether its scales sit on the next or previous page; NaN codes in
+// the cache are counted (verdict.h); a field the key cache departs from while the
+// byte-exact query path follows it is reported as the two sides disagreeing. What the
+// recipe needs but the kernel does not declare is reported as not covered.
 #pragma once
 
 #include <cstdint>
@@ -59,8 +61,9 @@ struct VerifyReport {
   std::optional<SavedKeyBatch> saved;  // with VerifyConfig::keep_key_batch
   int stages_run = 0;     // stages compared (a kernel with none of the recipe's: nothing verified)
   std::string text;       // human-readable, one verdict per stage, diagnosis on failure
-  // {"capabilities", "stages": [every verdict], "coverage": {...}}; the CLI adds the kernel,
-  // recipe, seed, pass and the reproduce command.
+  // {"capabilities", "stages": [every verdict], "coverage": {...}, and, when the key and
+  // query paths disagree, "key_query_disagreement": [the changes]}; the CLI adds the
+  // kernel, recipe, seed, pass and the reproduce command.
   nlohmann::json json;
 };
 

@@ -318,6 +318,7 @@ void verify_topk(const dev::KernelUnderTest& kernel, const dev::KernelCapabiliti
                            {"verdict", v.describe()}, {"order_only", v.order_only}, {"tie_swaps", v.tie_swaps},
                            {"misses", static_cast<int64_t>(v.misses.size())},
                            {"intruders", static_cast<int64_t>(v.intruders.size())},
+                           {"misses_in_index_order", v.misses_in_index_order},
                            {"wrong_padding", v.wrong_padding}, {"invalid", v.invalid_count}});
       }
     }

@@ -1,10 +1,19 @@
 // File: abi_kernels.cuh
 // Our kernels behind the C ABI (kernel_abi.h), as tables of entry points: version 2 for
 // `--kernel builtin`, version 1 for the example plug-ins. `kBug` selects a deliberately
-// wrong variant, for plug-ins that `verify` must catch and name:
-//   kCorrect            our kernels as they are
-//   kReciprocal         multiplies by fl(1/scale) where the recipe divides (key and query)
-//   kOffsetByOneToken   writes every key one slot later in its page ((offset + 1) mod P)
+// wrong variant, for plug-ins that `verify` must catch and name (docs/gallery.md):
+//   kCorrect              our kernels as they are
+//   kReciprocal           the query path multiplies by fl(1/scale) where the recipe divides,
+//                         and divides where it multiplies
+//   kOffsetByOneToken     writes every key one slot later in its page ((offset + 1) mod P)
+//   kKeyOtherRopePairing  the key path pairs RoPE dims the other way (NeoX <-> interleaved);
+//                         the query path follows the recipe
+//   kKeyWithoutHadamard   the key path skips the Hadamard rotation; the query path applies it
+//   kNanCodes             after a correct store, e4m3fn value element (p / 16) mod 128 of
+//                         every key at a position p = 0 mod 16 becomes a NaN code (its sign
+//                         kept: 0x7f or 0xff)
+//   kScaleOnNextPage      every key's values where they belong, its scale bytes in the same
+//                         slot of the next physical page (none past the cache's last page)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,35 +30,84 @@
 
 namespace dsaf::dev {
 
-enum class PluginBug { kCorrect, kReciprocal, kOffsetByOneToken };
+// example_plugin.cu selects the first three by their numbers (DSAF_PLUGIN_BUG 0..2).
+enum class PluginBug {
+  kCorrect,
+  kReciprocal,
+  kOffsetByOneToken,
+  kKeyOtherRopePairing,
+  kKeyWithoutHadamard,
+  kNanCodes,
+  kScaleOnNextPage,
+};
 
 inline std::string& abi_last_error() {
   static thread_local std::string message;
   return message;
 }
 
-// Copies each token's bytes from its slot in `from` to the next slot of the same page in `to`.
-__global__ void shift_tokens_kernel(const KeyStoreArgs a, const uint8_t* from, uint8_t* to, int value_bytes,
-                                    int scale_bytes) {
+// What a bug does to the cache after our kernel stored it correctly: where each token's
+// value and scale bytes go, and which codes it overwrites.
+struct StoreTamper {
+  bool active = false;
+  int slot_shift = 0;        // values and scales to slot (offset + slot_shift) mod P of their page
+  int scale_page_shift = 0;  // scales to page + scale_page_shift (not written outside the cache)
+  bool nan_codes = false;    // kNanCodes's codes
+};
+
+template <PluginBug kBug>
+constexpr StoreTamper store_tamper() {
+  if constexpr (kBug == PluginBug::kOffsetByOneToken) return {true, 1, 0, false};
+  if constexpr (kBug == PluginBug::kNanCodes) return {true, 0, 0, true};
+  if constexpr (kBug == PluginBug::kScaleOnNextPage) return {true, 0, 1, false};
+  return {};
+}
+
+// Copies each token's bytes from its slot in `from` (a correctly stored cache) to where
+// `tamper` puts them in `to`, one block a token.
+__global__ void tamper_tokens_kernel(const KeyStoreArgs a, const uint8_t* from, uint8_t* to, int value_bytes,
+                                     int scale_bytes, int64_t num_pages, StoreTamper tamper) {
   const int64_t t = blockIdx.x;
   const int pos = a.positions[t];
   const int64_t page = a.page_tables[a.seq[t] * a.page_table_stride + pos / a.page_size];
-  const int off = pos % a.page_size, shifted = (off + 1) % a.page_size;
-  const int64_t base = page * a.page_size * (value_bytes + scale_bytes);
+  const int off = pos % a.page_size, moved = (off + tamper.slot_shift) % a.page_size;
+  const int64_t page_bytes = static_cast<int64_t>(a.page_size) * (value_bytes + scale_bytes);
+  const int64_t values = page * page_bytes;
   for (int i = threadIdx.x; i < value_bytes; i += blockDim.x) {
-    to[base + shifted * value_bytes + i] = from[base + off * value_bytes + i];
+    to[values + moved * value_bytes + i] = from[values + off * value_bytes + i];
   }
-  for (int i = threadIdx.x; i < scale_bytes; i += blockDim.x) {
-    const int64_t scales = base + a.page_size * value_bytes;
-    to[scales + shifted * scale_bytes + i] = from[scales + off * scale_bytes + i];
+  const int64_t scale_page = page + tamper.scale_page_shift;
+  if (scale_page >= 0 && scale_page < num_pages) {
+    const int64_t from_scales = values + a.page_size * value_bytes;
+    const int64_t to_scales = scale_page * page_bytes + a.page_size * value_bytes;
+    for (int i = threadIdx.x; i < scale_bytes; i += blockDim.x) {
+      to[to_scales + moved * scale_bytes + i] = from[from_scales + off * scale_bytes + i];
+    }
+  }
+  if (tamper.nan_codes && pos % 16 == 0) {
+    __syncthreads();  // the value bytes are copied before one of them is overwritten
+    if (threadIdx.x == 0) to[values + moved * value_bytes + (pos / 16) % value_bytes] |= 0x7F;
   }
 }
 
+// The recipe a variant's key path or query path runs.
+enum class PluginPath { kKey, kQuery };
 template <PluginBug kBug>
-ref::RecipeFields plugin_recipe(ref::RecipeFields r) {
+ref::RecipeFields plugin_recipe(ref::RecipeFields r, PluginPath path) {
   if constexpr (kBug == PluginBug::kReciprocal) {  // the query's other scale application
-    r.query_quant.apply = r.query_quant.apply == ref::ScaleApply::kDivide ? ref::ScaleApply::kTimesReciprocal
-                                                                         : ref::ScaleApply::kDivide;
+    if (path == PluginPath::kQuery) {
+      r.query_quant.apply = r.query_quant.apply == ref::ScaleApply::kDivide ? ref::ScaleApply::kTimesReciprocal
+                                                                           : ref::ScaleApply::kDivide;
+    }
+  }
+  if constexpr (kBug == PluginBug::kKeyOtherRopePairing) {
+    if (path == PluginPath::kKey) {
+      r.rope.pairing = r.rope.pairing == ref::RopePairing::kNeox ? ref::RopePairing::kInterleaved
+                                                                 : ref::RopePairing::kNeox;
+    }
+  }
+  if constexpr (kBug == PluginBug::kKeyWithoutHadamard) {
+    if (path == PluginPath::kKey) r.hadamard = false;
   }
   return r;
 }
@@ -117,7 +175,7 @@ int abi_key_store(const Call* a, const AbiSchedule& s) {
   try {
     AbiKeyStore k = from_abi_call(*a);
     KeyStoreArgs& args = k.args;
-    args.recipe = plugin_recipe<kBug>(args.recipe);
+    args.recipe = plugin_recipe<kBug>(args.recipe, PluginPath::kKey);
     KeyStoreSchedule schedule;
     schedule.lanes_per_head = s.lanes;
     schedule.max_blocks = s.max_blocks;
@@ -126,8 +184,9 @@ int abi_key_store(const Call* a, const AbiSchedule& s) {
     const KeyTileOrder order(args.positions, args.num_tokens, key_store_tile_tokens(args.recipe, s.lanes),
                              rope_positions, s.walk);
     order.apply(schedule);
-    if constexpr (kBug == PluginBug::kOffsetByOneToken) {
-      // Run the correct kernel into a copy of the cache, then move every token one slot on.
+    constexpr StoreTamper kTamper = store_tamper<kBug>();
+    if constexpr (kTamper.active) {
+      // Run the correct kernel into a copy of the cache, then move or overwrite its bytes.
       const int64_t bytes = k.cache_bytes > 0 ? k.cache_bytes : cache_bytes_named(args);
       uint8_t* scratch = nullptr;
       if (bytes < 0 || cudaMalloc(&scratch, std::max<int64_t>(1, bytes)) != cudaSuccess) return 1;
@@ -135,8 +194,12 @@ int abi_key_store(const Call* a, const AbiSchedule& s) {
       cudaMemcpy(scratch, cache, bytes, cudaMemcpyDeviceToDevice);
       args.cache = scratch;
       launch_key_store(args, schedule);
-      shift_tokens_kernel<<<static_cast<unsigned>(args.num_tokens), 128>>>(
-          args, scratch, cache, value_bytes(args.recipe.key_quant.format), scale_bytes(args.recipe.key_quant.format));
+      const int vb = value_bytes(args.recipe.key_quant.format), sb = scale_bytes(args.recipe.key_quant.format);
+      const int64_t num_pages = bytes / (static_cast<int64_t>(args.page_size) * (vb + sb));
+      if (args.num_tokens > 0) {
+        tamper_tokens_kernel<<<static_cast<unsigned>(args.num_tokens), 128>>>(args, scratch, cache, vb, sb, num_pages,
+                                                                              kTamper);
+      }
       const cudaError_t status = cudaDeviceSynchronize();
       cudaFree(scratch);
       if (status != cudaSuccess) {
@@ -172,7 +235,7 @@ int abi_query_quant(const Call* a, int lanes) {
     args.q_values = a->q_values;
     args.q_scales = a->q_scales;
     args.weights = a->weights;
-    args.recipe = plugin_recipe<kBug>(query_recipe(*a));
+    args.recipe = plugin_recipe<kBug>(query_recipe(*a), PluginPath::kQuery);
     launch_query_quant(args, lanes);
     return 0;
   } catch (const std::exception& e) {

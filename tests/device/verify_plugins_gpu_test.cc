@@ -1,8 +1,9 @@
 // `dsa-fidelity verify` on the plug-ins of device/plugins: the version-1 examples (our
-// kernels pass; the two deliberately wrong ones fail, and the report names the bug) and
-// the version-2 contract plug-ins (a fixed page size and bf16 norm parameters pass inside
+// kernels pass; the two deliberately wrong ones fail, and the report names the bug), the
+// version-2 contract plug-ins (a fixed page size and bf16 norm parameters pass inside
 // what they declare, with the rest reported as not covered; top-K under each contract
-// passes or fails with its difference classified).
+// passes or fails with its difference classified) and the injected-bug gallery
+// (docs/gallery.md: each bug fails its own stage, named, and only that stage).
 #include <array>
 #include <cstdio>
 #include <string>
@@ -149,6 +150,70 @@ TEST_F(VerifyPluginsGpu, ASavedCaptureComparesAsVerifyJudged) {
   r = run("compare --capture " + bad + " --recipe sglang-v4-fp8");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("First mismatch"), std::string::npos) << r.out;
+}
+
+// ---- The injected-bug gallery (device/plugins/gallery_plugins.cu, docs/gallery.md) ----
+// Each plug-in has every stage of our kernels and one mistake; verify must fail the
+// mistake's stage with the text below (docs/gallery.md quotes it) and pass the others.
+
+bool has(const Result& r, const std::string& text) { return r.out.find(text) != std::string::npos; }
+
+// verify on a plug-in with a key-path bug: exit 1, the key cache failing and every other
+// stage passing. Returns the run for the bug's own lines.
+Result expect_key_cache_fails(const std::string& plugin, const std::string& recipe) {
+  const Result r = verify(plugin, recipe);
+  EXPECT_EQ(r.exit_code, 1) << recipe << "\n" << r.out;
+  EXPECT_TRUE(has(r, "key cache: MISMATCH in batch ")) << r.out;
+  EXPECT_TRUE(has(r, "q codes: byte-exact")) << r.out;
+  EXPECT_TRUE(has(r, "paged logits: bit-exact")) << r.out;
+  EXPECT_TRUE(has(r, "top-K (ordered contract): every one of")) << r.out;
+  return r;
+}
+
+// A key path departing from the recipe in `change`, the query path following it: the key
+// cache is explained by the change, and the two paths are said to disagree.
+void expect_key_path_alone_departs(const std::string& plugin, const std::string& recipe, const std::string& change) {
+  const Result r = expect_key_cache_fails(plugin, recipe);
+  EXPECT_TRUE(has(r, "explained by one recipe field: " + change + "\n")) << r.out;
+  EXPECT_TRUE(has(r, "key and query paths disagree: the key cache follows " + change +
+                         ", the query path follows the recipe"))
+      << r.out;
+}
+
+TEST_F(VerifyPluginsGpu, GalleryRopePairingOnTheKeySideIsNamed) {
+  expect_key_path_alone_departs(DSAF_GALLERY_ROPE_PAIRING, "dsv32-ref", "rope.pairing: \"neox\" -> \"interleaved\"");
+}
+
+TEST_F(VerifyPluginsGpu, GalleryHadamardOnTheQuerySideOnlyIsNamed) {
+  expect_key_path_alone_departs(DSAF_GALLERY_HADAMARD_QUERY_ONLY, "sglang-v4-fp8", "hadamard: true -> false");
+}
+
+TEST_F(VerifyPluginsGpu, GalleryNanCodesAreCounted) {
+  const Result r = expect_key_cache_fails(DSAF_GALLERY_NAN_CODES, "sglang-v4-fp8");
+  EXPECT_TRUE(has(r, ", 0 in scales)")) << r.out;
+  EXPECT_TRUE(has(r, "element(s) are NaN codes in the actual cache where the reference has a number")) << r.out;
+  EXPECT_TRUE(has(r, "no single recipe field, slot shift or scale page shift explains it")) << r.out;
+}
+
+TEST_F(VerifyPluginsGpu, GalleryScaleOnTheNextPageIsLocated) {
+  for (const char* recipe : {"sglang-v4-fp8", "sglang-v4-fp4"}) {  // an fp32 scale; four ue8m0 scales
+    const Result r = expect_key_cache_fails(DSAF_GALLERY_SCALE_NEXT_PAGE, recipe);
+    EXPECT_TRUE(has(r, " (0 in values, ")) << r.out;
+    EXPECT_TRUE(has(r, "explained by the page layout: every key's values are in the slot its page table entry names "
+                       "and its scale in the same slot of the next page of the cache (physical page + 1)"))
+        << r.out;
+  }
+}
+
+TEST_F(VerifyPluginsGpu, GalleryTopKCandidateCapIsAnIndexOrderLoss) {
+  const Result r = verify(DSAF_GALLERY_TOPK_CAP, "sglang-v4-fp8");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(has(r, "key cache: byte-exact on")) << r.out;
+  EXPECT_TRUE(has(r, "q codes: byte-exact")) << r.out;
+  EXPECT_TRUE(has(r, "paged logits: bit-exact")) << r.out;
+  EXPECT_TRUE(has(r, "top-K (set contract): MISMATCH")) << r.out;
+  EXPECT_TRUE(has(r, "key(s) above the cut missing: index")) << r.out;
+  EXPECT_TRUE(has(r, "lost in index order, as past a full candidate buffer")) << r.out;
 }
 
 }  // namespace

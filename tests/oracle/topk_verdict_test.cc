@@ -1,6 +1,6 @@
 // A top-K row under each contract (oracle/topk_verdict.h): what passes, and how a
 // difference is classified — order only, tie substitution at the cut, keys genuinely
-// missed and selected below the cut, wrong padding, invalid entries.
+// missed and selected below the cut, an index-order loss, wrong padding, invalid entries.
 #include "oracle/topk_verdict.h"
 
 #include <algorithm>
@@ -71,6 +71,32 @@ TEST(TopKVerdict, AKeyAboveTheCutLeftOutIsAMissWithItsRankAndGap) {
   EXPECT_NE(text.find("above the cut missing: index 1 (score 8 = 0x41000000, exact rank 2"), std::string::npos)
       << text;
   EXPECT_NE(text.find("below the cut selected: index 5"), std::string::npos) << text;
+}
+
+// Scores 1..8 at indices 0..7 rising with the index, K = 3: the reference takes 7, 6, 5.
+// A kernel that keeps only the first 4 candidates (indices 0..3) and picks the best of
+// them selects 3, 2, 1: keys 7 and 6 are lost by position, every selected key coming
+// before them.
+TEST(TopKVerdict, MissesAfterEverySelectedKeyAreAnIndexOrderLoss) {
+  const std::vector<float> rising = {1, 2, 3, 4, 5, 6, 7, 8};
+  TopKRowVerdict v = judge_topk_row(rising, 3, {3, 2, 1}, C::kSet, P::kMinusOne);
+  EXPECT_FALSE(v.pass);
+  EXPECT_EQ(v.misses.size(), 2u);  // 7 and 6 (5 scores the cut, 6: counted at the cut)
+  EXPECT_TRUE(v.misses_in_index_order);
+  EXPECT_NE(v.describe().find("lost in index order, as past a full candidate buffer"), std::string::npos)
+      << v.describe();
+  // Scores falling with the index: the best two keys lost while later, lower keys are
+  // selected is not a loss by position.
+  v = judge_topk_row({8, 7, 6, 5, 4, 3, 2, 1}, 3, {5, 6, 7}, C::kSet, P::kMinusOne);
+  EXPECT_EQ(v.misses.size(), 2u);
+  EXPECT_FALSE(v.misses_in_index_order);
+  EXPECT_EQ(v.describe().find("index order"), std::string::npos) << v.describe();
+  // One miss is too few to call a pattern.
+  v = judge_topk_row(rising, 3, {7, 6, 0}, C::kSet, P::kMinusOne);
+  EXPECT_EQ(v.misses.size(), 0u);  // 5 (the cut) out, 0 in: a key at the cut and an intruder
+  v = judge_topk_row(rising, 4, {7, 5, 4, 0}, C::kSet, P::kMinusOne);
+  EXPECT_EQ(v.misses.size(), 1u);  // 6 (score 7, above the cut 5)
+  EXPECT_FALSE(v.misses_in_index_order);
 }
 
 TEST(TopKVerdict, ShortRowsArePaddedWithMinusOneUnlessThePaddingIsUnread) {

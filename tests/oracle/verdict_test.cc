@@ -142,6 +142,77 @@ TEST_F(Fp8Cache, WritesIntoUnownedSlotsAreReportedSeparately) {
   EXPECT_NE(v.describe().find("owned by no token"), std::string::npos);
 }
 
+TEST_F(Fp8Cache, SplitsDifferingBytesIntoValuesAndScales) {
+  // Sequence 1 position 2's value element 77 (byte 333); sequence 0 position 5's scale,
+  // bytes 1044 and 1046 (page 1 slot 1: 528 + 512 + 4).
+  std::vector<uint8_t> actual = expected;
+  actual[333] ^= 0x01;
+  actual[1044] ^= 0x01;
+  actual[1046] ^= 0x40;
+  const ByteVerdict v = compare_paged_cache(layout, owners, expected, actual);
+  EXPECT_EQ(v.mismatches, 3);
+  EXPECT_EQ(v.value_mismatches, 1);
+  EXPECT_EQ(v.scale_mismatches, 2);
+  EXPECT_NE(v.describe().find("3 differ in token-owned slots (1 in values, 2 in scales)"), std::string::npos)
+      << v.describe();
+  EXPECT_EQ(v.nan_codes, 0);
+  EXPECT_EQ(v.describe().find("NaN codes"), std::string::npos) << v.describe();
+}
+
+TEST_F(Fp8Cache, CountsNaNCodesWhereTheReferenceHasANumber) {
+  // e4m3fn NaN is S.1111.111: value element 77 of sequence 1 position 2 (byte 333) as
+  // 0x7f, element 3 of sequence 0 position 0 (page 3 slot 0, byte 3 * 528 + 3) as 0xff;
+  // elements 76 (byte 332, the first mismatch) and 4 of that token changed to numbers; an
+  // unowned slot's byte (page 2) set to 0x7f.
+  std::vector<uint8_t> actual = expected;
+  actual[332] = static_cast<uint8_t>(expected[332] ^ 0x01);
+  actual[333] = 0x7F;
+  actual[3 * 528 + 3] = 0xFF;
+  actual[3 * 528 + 4] = static_cast<uint8_t>(expected[3 * 528 + 4] ^ 0x01);
+  actual[2 * 528 + 10] = 0x7F;
+  for (int64_t at : {int64_t{332}, int64_t{333}, int64_t{3 * 528 + 3}, int64_t{3 * 528 + 4}}) {
+    ASSERT_NE(expected[at] & 0x7F, 0x7F) << at;
+  }
+  ASSERT_NE(actual[332] & 0x7F, 0x7F);
+  ASSERT_NE(actual[3 * 528 + 4] & 0x7F, 0x7F);
+  const ByteVerdict v = compare_paged_cache(layout, owners, expected, actual);
+  EXPECT_EQ(v.mismatches, 4);
+  EXPECT_EQ(v.untouched_region_writes, 1);
+  EXPECT_EQ(v.nan_codes, 2);
+  ASSERT_TRUE(v.first_nan.has_value());
+  EXPECT_EQ(v.first_nan->byte_offset, 333);  // the lower offset of the two
+  EXPECT_EQ(v.first_nan->actual_code, 0x7Fu);
+  EXPECT_NE(v.describe().find("2 element(s) are NaN codes in the actual cache where the reference has a number; "
+                              "first: sequence 1 position 2 (page 0 slot 2), value element 77"),
+            std::string::npos)
+      << v.describe();
+  // A NaN the reference also has is no finding.
+  const ByteVerdict same = compare_paged_cache(layout, owners, actual, actual);
+  EXPECT_EQ(same.nan_codes, 0);
+  // When the first mismatch is a NaN code it is not described twice.
+  std::vector<uint8_t> one = expected;
+  one[333] = 0x7F;
+  const ByteVerdict first = compare_paged_cache(layout, owners, expected, one);
+  EXPECT_EQ(first.nan_codes, 1);
+  EXPECT_NE(first.describe().find("1 element(s) are NaN codes in the actual cache where the reference has a number; "
+                                  "the first mismatch is one."),
+            std::string::npos)
+      << first.describe();
+}
+
+TEST_F(Fp8Cache, ANaNScaleIsOneElementHoweverManyOfItsBytesDiffer) {
+  // Sequence 0 position 5's fp32 scale (bytes 1044..1047) as the quiet NaN 0x7fc00000.
+  std::vector<uint8_t> actual = expected;
+  const uint8_t nan_bytes[4] = {0x00, 0x00, 0xC0, 0x7F};
+  for (int i = 0; i < 4; ++i) actual[1044 + i] = nan_bytes[i];
+  const ByteVerdict v = compare_paged_cache(layout, owners, expected, actual);
+  EXPECT_EQ(v.nan_codes, 1);
+  ASSERT_TRUE(v.first_nan.has_value());
+  EXPECT_EQ(v.first_nan->field, CacheField::kScale);
+  EXPECT_EQ(v.first_nan->actual_code, 0x7FC0'0000u);
+  EXPECT_EQ(v.scale_mismatches, v.mismatches);
+}
+
 TEST_F(Fp8Cache, RejectsBadSizesAndTables) {
   std::vector<uint8_t> shorter(expected.begin(), expected.end() - 1);
   EXPECT_THROW(compare_paged_cache(layout, owners, expected, shorter), Error);
