@@ -92,8 +92,6 @@ const char* to_string(KeyTileWalk walk);
 // A tile order for one batch (and hand-out counters), in device memory it owns: tiles of
 // tile_tokens tokens sorted by the position of their first token, stably, by
 // build_key_tile_order. apply() points a schedule at it. Throws as build_key_tile_order.
-// Built, and freed, in stream 0's order (stream-ordered allocations, no device-wide
-// synchronisation): use it with launches on stream 0, as launch_key_store's are.
 class KeyTileOrder {
  public:
   KeyTileOrder(const int32_t* positions, int64_t num_tokens, int tile_tokens, int rope_positions, KeyTileWalk walk);

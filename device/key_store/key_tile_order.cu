@@ -96,11 +96,6 @@ const char* to_string(KeyTileWalk walk) {
   return "?";
 }
 
-// Stream-ordered allocations on stream 0, where the order is built and the key kernel
-// reads it: from the device's memory pool they cost no device-wide synchronisation, unlike
-// cudaMalloc/cudaFree, which the ABI path paid on every call (run 95: 0.254 ms a 1M-token
-// fp8 call through the ABI against the kernel's 0.130 ms). The destructor's frees are
-// ordered after every launch already enqueued with the order.
 KeyTileOrder::KeyTileOrder(const int32_t* positions, int64_t num_tokens, int tile_tokens, int rope_positions,
                            KeyTileWalk walk)
     : tile_tokens_(tile_tokens) {
@@ -108,28 +103,27 @@ KeyTileOrder::KeyTileOrder(const int32_t* positions, int64_t num_tokens, int til
   const size_t scratch_bytes = key_tile_order_scratch_bytes(num_tokens, tile_tokens);
   const int64_t tiles = (num_tokens + tile_tokens - 1) / tile_tokens;
   void* scratch = nullptr;
+  check_cuda(cudaMalloc(&order_, tiles * sizeof(int32_t)), "key tile order: order");
+  check_cuda(cudaMalloc(&scratch, scratch_bytes), "key tile order: scratch");
   try {
-    check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&order_), tiles * sizeof(int32_t), nullptr),
-               "key tile order: order");
-    check_cuda(cudaMallocAsync(&scratch, scratch_bytes, nullptr), "key tile order: scratch");
     build_key_tile_order(positions, num_tokens, tile_tokens, rope_positions, order_, scratch, scratch_bytes);
     if (walk == KeyTileWalk::kHandOut) {
-      check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&counters_), 2 * sizeof(int32_t), nullptr),
-                 "key tile order: counters");
-      check_cuda(cudaMemsetAsync(counters_, 0, 2 * sizeof(int32_t), nullptr), "key tile order: counters");
+      check_cuda(cudaMalloc(&counters_, 2 * sizeof(int32_t)), "key tile order: counters");
+      check_cuda(cudaMemset(counters_, 0, 2 * sizeof(int32_t)), "key tile order: counters");
     }
-    check_cuda(cudaFreeAsync(scratch, nullptr), "key tile order: scratch");
+    check_cuda(cudaDeviceSynchronize(), "key tile order");
   } catch (...) {
-    if (scratch != nullptr) cudaFreeAsync(scratch, nullptr);
-    if (order_ != nullptr) cudaFreeAsync(order_, nullptr);
-    if (counters_ != nullptr) cudaFreeAsync(counters_, nullptr);
+    cudaFree(scratch);
+    cudaFree(order_);
+    cudaFree(counters_);
     throw;
   }
+  cudaFree(scratch);
 }
 
 KeyTileOrder::~KeyTileOrder() {
-  if (order_ != nullptr) cudaFreeAsync(order_, nullptr);
-  if (counters_ != nullptr) cudaFreeAsync(counters_, nullptr);
+  cudaFree(order_);
+  cudaFree(counters_);
 }
 
 void KeyTileOrder::apply(KeyStoreSchedule& schedule) const {
