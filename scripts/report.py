@@ -114,6 +114,23 @@ def oracle_rows(res):
             for k, (kept, n) in cells.items()]
 
 
+def lost_beyond_oracle(res):
+    """Planted-fact mode, per (recipe, context) over depths, trials and margins: needles the
+    exact oracle keeps (exact rank <= K) that the recipe loses, the cases the oracle keeps,
+    and needles the recipe keeps that the oracle loses."""
+    cells = {}
+    for c in res["cases"]:
+        if not c["reachable"]:
+            continue
+        kept_exact = c["exact_rank"] <= res["topk"]
+        for name, outcome in c["recipes"].items():
+            lost, kept, gained = cells.get((name, c["context"]), (0, 0, 0))
+            cells[(name, c["context"])] = (lost + (kept_exact and not outcome["retained"]),
+                                           kept + kept_exact,
+                                           gained + (not kept_exact and outcome["retained"]))
+    return cells
+
+
 def crossover(get, name, contexts, margin, below=0.5):
     """The first context at which `name` keeps fewer than `below` of the needles."""
     for n in contexts:
@@ -175,6 +192,19 @@ def needle_report(res, out):
                   "|---|" + "---|" * len(margins)]
         for name in recipes:
             lines.append(f"| {name} | " + " | ".join(crossover(get, name, contexts, m) for m in margins) + " |")
+        lines.append("")
+        cells = lost_beyond_oracle(res)
+        names = [n for n in recipes if not n.startswith("oracle of ")]
+        lines += ["### lost beyond the oracle: needles the exact oracle keeps and the recipe loses", "",
+                  "Per context, over every depth, trial and margin: lost / kept by the oracle "
+                  "(+ kept by the recipe though the oracle loses them).", "",
+                  "| recipe | " + " | ".join(context_label(n) for n in contexts) + " | all |",
+                  "|---|" + "---|" * (len(contexts) + 1)]
+        for name in names:
+            row = [cells.get((name, n), (0, 0, 0)) for n in contexts]
+            total = [sum(x[i] for x in row) for i in range(3)]
+            lines.append(f"| {name} | " + " | ".join(f"{a}/{b} (+{g})" for a, b, g in row) +
+                         f" | {total[0]}/{total[1]} (+{total[2]}) |")
         lines.append("")
     for m in margins:
         lines += [f"### margin {m} sigma: needle kept (% of cases)", "",

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 #include <sys/resource.h>
@@ -124,6 +125,44 @@ TEST(CliStudies, SmallNeedleAndSweepRunAndWriteResults) {
   std::string header;
   std::getline(sweep_csv, header);
   EXPECT_EQ(header.rfind("recipe,context,", 0), 0u);
+}
+
+// The planted-fact mode end to end: the result names its window, and `report` reads the
+// exact oracle's retention from the cases: the `exact` recipe, scored by its own oracle,
+// loses nothing beyond it, and its crossover is the oracle row's.
+TEST(CliStudies, PlantedNeedleReportsTheOracleAndTheCrossover) {
+  const std::string dir = testing::TempDir() + "dsaf_cli_planted";
+  CliRun r = run("needle --recipes exact,dsv32-ref --context 256,1024 --topk 16 --heads 4 --trials 2 "
+                 "--activations gaussian --depths 0.2,0.8 --margins 0.2,2 --reference-context 256 --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream needle_json(dir + "/needle.json");
+  const nlohmann::json n = nlohmann::json::parse(needle_json);
+  EXPECT_EQ(n["reference_context"], 256);
+  r = run("report " + dir + "/needle.json --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream md(dir + "/report.md");
+  const std::string report((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  const auto row = [&](const std::string& start) {
+    const size_t at = report.find("\n| " + start + " |");
+    return at == std::string::npos ? std::string() : report.substr(at + 1, report.find('\n', at + 1) - at - 1);
+  };
+  ASSERT_NE(report.find("### crossover"), std::string::npos) << report;
+  ASSERT_NE(report.find("### lost beyond the oracle"), std::string::npos) << report;
+  const std::string exact_crossover = row("exact");
+  const std::string oracle_crossover = row("oracle of exact, dsv32-ref");
+  ASSERT_FALSE(exact_crossover.empty());
+  EXPECT_EQ(exact_crossover.substr(exact_crossover.find(" | ")), oracle_crossover.substr(oracle_crossover.find(" | ")));
+  const size_t lost_table = report.find("### lost beyond the oracle");
+  const size_t exact_lost = report.find("\n| exact |", lost_table);
+  ASSERT_NE(exact_lost, std::string::npos);
+  const std::string lost_row = report.substr(exact_lost + 1, report.find('\n', exact_lost + 1) - exact_lost - 1);
+  int cells = 0;  // every cell, the total included, is "0/kept (+0)"
+  for (size_t at = lost_row.find(" | "); at != std::string::npos; at = lost_row.find(" | ", at + 3)) {
+    if (at + 3 >= lost_row.size()) break;
+    ++cells;
+    EXPECT_EQ(lost_row.compare(at + 3, 2, "0/"), 0) << lost_row;
+  }
+  EXPECT_EQ(cells, 3) << lost_row;  // 256, 1024, all
 }
 
 std::vector<std::string> lines_of(const std::string& path) {
