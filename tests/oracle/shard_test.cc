@@ -115,13 +115,18 @@ TEST(ShardFiles, MergedNeedleIsTheWholeNeedleForAnyShardCount) {
   config.trials = 2;
   config.topk = 8;
   config.activations = small_spec();
-  const NeedleResult whole_result = run_needle(config, nullptr);
-  const std::string whole = json_file_text(needle_to_json(whole_result, "c")) + needle_to_csv(whole_result);
-  const std::vector<NeedleUnit> units = needle_units(needle_layout(config));
-  for (int count = 1; count <= 5; ++count) {
-    const auto files = shard_files(config, units, count, run_needle_units, needle_shard_json);
-    const NeedleResult merged = merge_needle_shards(files).result;
-    EXPECT_TRUE(json_file_text(needle_to_json(merged, "c")) + needle_to_csv(merged) == whole) << count << " shards";
+  for (const int64_t reference_context : {0, 64}) {  // the default, and the planted-fact mode
+    config.reference_context = reference_context;
+    const NeedleResult whole_result = run_needle(config, nullptr);
+    const std::string whole = json_file_text(needle_to_json(whole_result, "c")) + needle_to_csv(whole_result);
+    EXPECT_EQ(whole.find("reference_keys") != std::string::npos, reference_context > 0);
+    const std::vector<NeedleUnit> units = needle_units(needle_layout(config));
+    for (int count = 1; count <= 5; ++count) {
+      const auto files = shard_files(config, units, count, run_needle_units, needle_shard_json);
+      const NeedleResult merged = merge_needle_shards(files).result;
+      EXPECT_TRUE(json_file_text(needle_to_json(merged, "c")) + needle_to_csv(merged) == whole)
+          << count << " shards, reference context " << reference_context;
+    }
   }
 }
 
