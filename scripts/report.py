@@ -105,12 +105,12 @@ def oracle_rows(res):
     of the exact top-K too, and a recipe's loss is read against its oracle's."""
     cells = {}
     for c in res["cases"]:
-        if not c["reachable"]:
-            continue
         key = ("oracle of " + ", ".join(c["model_recipes"]), c["context"], c["margin"])
         kept, n = cells.get(key, (0, 0))
-        cells[key] = (kept + (c["exact_rank"] <= res["topk"]), n + 1)
-    return [{"recipe": k[0], "context": k[1], "margin": k[2], "cases": n, "retention": kept / n}
+        if c["reachable"]:  # unreachable needles count nowhere, as in the summary
+            kept, n = kept + (c["exact_rank"] <= res["topk"]), n + 1
+        cells[key] = (kept, n)
+    return [{"recipe": k[0], "context": k[1], "margin": k[2], "cases": n, "retention": kept / n if n else 0.0}
             for k, (kept, n) in cells.items()]
 
 

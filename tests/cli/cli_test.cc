@@ -163,6 +163,15 @@ TEST(CliStudies, PlantedNeedleReportsTheOracleAndTheCrossover) {
     EXPECT_EQ(lost_row.compare(at + 3, 2, "0/"), 0) << lost_row;
   }
   EXPECT_EQ(cells, 3) << lost_row;  // 256, 1024, all
+  // A margin no needle reaches (heavy-tailed scores leave large margins unreachable): its
+  // oracle cells are empty, as the summary's, and the report still draws.
+  nlohmann::json unreachable = n;
+  for (auto& c : unreachable["cases"]) {
+    if (c["margin"] == 2.0) c["reachable"] = false;
+  }
+  std::ofstream(dir + "/unreachable.json") << unreachable.dump();
+  r = run("report " + dir + "/unreachable.json --out " + dir + "/unreachable");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
 std::vector<std::string> lines_of(const std::string& path) {
