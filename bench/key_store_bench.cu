@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bench/batch_shape.h"
 #include "bench/gpu_timing.h"
 #include "device/api.h"
 #include "device/head/head_io.cuh"
@@ -189,17 +190,8 @@ int main(int argc, char** argv) {
     }
     names = {argv[2]};
   }
-  // The batch's shape: kTokens / L sequences of L
-  // positions, L = DSAF_BENCH_SEQ_LEN (default 65,536: 16 long prefills). Every launch reads
-  // the RoPE table's L rows (256 bytes each, 16 MB at 64K; bytes the copy-bandwidth fraction
-  // does not count), so shorter sequences show how much of the fused kernel's time it costs.
-  int seq_len = 65536;
-  if (const char* len = std::getenv("DSAF_BENCH_SEQ_LEN")) seq_len = std::atoi(len);
-  if (seq_len < kPage || seq_len > kTokens || (seq_len & (seq_len - 1)) != 0) {
-    std::fprintf(stderr, "DSAF_BENCH_SEQ_LEN must be a power of two from %d to %lld\n", kPage,
-                 static_cast<long long>(kTokens));
-    return 2;
-  }
+  const int seq_len = bench::key_sequence_length(kTokens, kPage);  // batch_shape.h
+  if (seq_len < 0) return 2;
   // DSAF_BENCH_PAGES=sequential: the batch's pages are the cache's pages in order (a cache
   // written front to back) instead of shuffled, as an allocator leaves them (the default):
   // what scattered page writes cost the memory system. The other inputs stay the same.

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/batch_shape.h"
 #include "bench/gpu_timing.h"
 #include "device/kernel_abi.h"
 #include "device/kernel_abi_convert.h"
@@ -39,20 +40,6 @@ namespace {
 using namespace dsaf;
 
 constexpr int64_t kTokens = int64_t{1} << 20;
-// The key store's batch: kTokens / L sequences of L positions, L = DSAF_BENCH_SEQ_LEN (a
-// power of two from a page to kTokens; default 65,536: 16 long prefills), as in
-// bench/key_store_bench.cu.
-int key_sequence_length() {
-  const char* text = std::getenv("DSAF_BENCH_SEQ_LEN");
-  const int64_t len = text == nullptr ? 65536 : std::atoll(text);
-  if (len < 64 || len > kTokens || (len & (len - 1)) != 0) {
-    std::fprintf(stderr, "peer_bench: DSAF_BENCH_SEQ_LEN must be a power of two from 64 to %lld\n",
-                 static_cast<long long>(kTokens));
-    std::exit(2);
-  }
-  return static_cast<int>(len);
-}
-
 constexpr int kPage = 64;
 
 struct Kernel {
@@ -115,7 +102,8 @@ std::string case_json(const Kernel& k, float ms, double bytes, double copy_gbps,
 
 std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>& kernels, double copy_gbps) {
   const ref::Recipe& recipe = ref::preset(recipe_name);
-  const int seq_len = key_sequence_length();
+  const int seq_len = bench::key_sequence_length(kTokens, kPage);  // batch_shape.h
+  if (seq_len < 0) std::exit(2);
   const int token_bytes = ref::cache_bytes_per_token(recipe.key_quant.format);
   if (token_bytes <= 0) {
     std::fprintf(stderr, "peer_bench: %s stores no key cache\n", recipe_name.c_str());
