@@ -26,6 +26,7 @@
 
 #include "cli/arguments.h"
 #include "cli/capture_commands.h"
+#include "cli/study_device_options.h"
 #include "cli/tool_version.h"
 #include "cli/verify_command.h"
 #include "fixtures/fixture.h"
@@ -427,7 +428,9 @@ int main(int argc, char** argv) {
   std::string fixture_path;
   int64_t fixture_layer = -1;
   std::string shard_text;
+  dsaf::cli::StudyDeviceOptions device_options;
   const auto add_study_options = [&](CLI::App* cmd) {
+    dsaf::cli::add_study_device_options(cmd, device_options);
     cmd->add_option("--recipes", recipe_names, "comma-separated recipe names")->required()->check(kNotEmpty);
     cmd->add_option("--recipe-file", recipe_file, "JSON file with more recipes")->check(kNotEmpty);
     cmd->add_option("--context", contexts_text, "context lengths, e.g. 2k..64k or 4096,8192");
@@ -556,6 +559,10 @@ int main(int argc, char** argv) {
       } else if (fixture_layer >= 0) {
         throw dsaf::Error(dsaf::ErrorKind::kUsage, "--fixture-layer needs --fixture");
       }
+      dsaf::cli::OpenStudyDevice device(device_options, *sweep ? *sweep : *needle);
+      // The timing report's file: one a run, one a shard.
+      const std::string timing_suffix =
+          shard ? fmt::format(".shard-{}-of-{}", shard->shard.index, shard->shard.count) : std::string();
       if (*sweep) {
         if (queries < 1 || seeds < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--queries and --seeds must be >= 1");
         dsaf::oracle::SweepConfig config;
@@ -568,12 +575,16 @@ int main(int argc, char** argv) {
         config.activations = acts;
         config.source = fixture_source;
         config.threads = study_threads;
+        config.device = device.device();
+        device.print_plan(dsaf::oracle::sweep_layout(config).device);
         const int64_t planned = dsaf::oracle::sweep_peak_bytes(config);
         dsaf::cli::require_memory("sweep", planned, max_memory,
                                   "lower --context (its longest), --queries or --threads, or study fewer recipes");
         fmt::print("memory: about {} planned (--max-memory {})\n", dsaf::cli::size_text(planned),
                    dsaf::cli::size_text(max_memory));
-        return cmd_sweep(config, out_dir, command_line, shard);
+        const int code = cmd_sweep(config, out_dir, command_line, shard);
+        device.report(out_dir, timing_suffix);
+        return code;
       }
       if (trials < 1) throw dsaf::Error(dsaf::ErrorKind::kUsage, "--trials must be >= 1");
       dsaf::oracle::NeedleConfig config;
@@ -594,14 +605,20 @@ int main(int argc, char** argv) {
       config.activations = acts;
       config.source = fixture_source;
       config.threads = study_threads;
+      config.device = device.device();
+      device.print_plan(dsaf::oracle::needle_layout(config).device);
       const int64_t planned = dsaf::oracle::needle_peak_bytes(config);
       dsaf::cli::require_memory("needle", planned, max_memory, "lower --context (its longest) or study fewer recipes");
       fmt::print("memory: about {} planned (--max-memory {})\n", dsaf::cli::size_text(planned),
                  dsaf::cli::size_text(max_memory));
-      return cmd_needle(config, out_dir, command_line, shard);
+      const int code = cmd_needle(config, out_dir, command_line, shard);
+      device.report(out_dir, timing_suffix);
+      return code;
     }
   } catch (const dsaf::Error& e) {
     std::cerr << "dsa-fidelity: " << e.what() << "\n";
+    // A study's kernel under test disagreed with the reference: a verdict, not bad input.
+    if (e.kind() == dsaf::ErrorKind::kMismatch) return kExitVerdictFailed;
     return kExitBadInput;
   } catch (const std::bad_alloc&) {
     std::cerr << "dsa-fidelity: out of memory (a shorter --context, fewer --queries, --heads or --topk need less)\n";

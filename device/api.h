@@ -336,7 +336,17 @@ class KernelUnderTest {
   virtual HostQueryResult query_quant(const HostQueryBatch& batch) const = 0;
   virtual std::vector<float> paged_logits(const HostLogitsBatch& batch) const = 0;  // [rows][max_context]
   virtual std::vector<int32_t> topk(const HostTopKBatch& batch) const = 0;          // [rows][k]
+  // The device time of the last call's entry point: CUDA events recorded on stream 0
+  // before and after it (uploads and downloads excluded; a plug-in's work on other
+  // streams counts as far as the legacy default stream orders it). 0 when not measured.
+  virtual double last_device_ms() const { return 0.0; }
 };
+
+// A device-to-device copy's bandwidth in GB/s (bytes read plus bytes written, per
+// second; the best of a few copies of 1 GiB): the roofline the studies' timings are
+// judged against. Defined only in CUDA builds; throws dsaf::Error(kEnvironment) without a
+// CUDA device.
+double copy_bandwidth_gbps();
 
 // Our kernels, "builtin" (exact-order logits) or "builtin-fast" (the tensor-core logits
 // kernel), each optionally followed by schedule knobs separated by ':' — a width 1, 2, 4

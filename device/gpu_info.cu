@@ -1,7 +1,11 @@
-// File: gpu_info.cu — query_gpu() (api.h): asks the CUDA runtime what is present.
+// File: gpu_info.cu — query_gpu() and copy_bandwidth_gbps() (api.h): what the CUDA
+// runtime has, and the copy roofline.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "device/api.h"
+#include "device/launch.h"
 
 namespace dsaf::dev {
 
@@ -23,6 +27,40 @@ GpuInfo query_gpu() {
     }
   }
   return info;
+}
+
+double copy_bandwidth_gbps() {
+  if (query_gpu().device_count == 0) throw Error(ErrorKind::kEnvironment, "copy bandwidth: no CUDA device");
+  // 2 GiB each way: far past the 50 MB L2, so every byte crosses HBM once read, once
+  // written. The median of 7 copies after one to warm up.
+  constexpr size_t kBytes = size_t{1} << 31;
+  constexpr int kRuns = 7;
+  void* from = nullptr;
+  void* to = nullptr;
+  check_cuda(cudaMalloc(&from, kBytes), "copy bandwidth: cudaMalloc");
+  if (cudaMalloc(&to, kBytes) != cudaSuccess) {
+    cudaFree(from);
+    throw Error(ErrorKind::kEnvironment, "copy bandwidth: cudaMalloc failed");
+  }
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  float ms[kRuns + 1] = {};
+  cudaError_t status = cudaMemset(from, 1, kBytes);
+  for (int rep = 0; rep <= kRuns && status == cudaSuccess; ++rep) {
+    cudaEventRecord(start, 0);
+    status = cudaMemcpyAsync(to, from, kBytes, cudaMemcpyDeviceToDevice, 0);
+    cudaEventRecord(stop, 0);
+    cudaEventSynchronize(stop);
+    cudaEventElapsedTime(&ms[rep], start, stop);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(from);
+  cudaFree(to);
+  check_cuda(status, "copy bandwidth: cudaMemcpy");
+  std::sort(ms + 1, ms + kRuns + 1);
+  return 2.0 * static_cast<double>(kBytes) / (static_cast<double>(ms[1 + kRuns / 2]) * 1e6);
 }
 
 }  // namespace dsaf::dev

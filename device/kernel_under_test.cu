@@ -144,10 +144,50 @@ struct DeviceQueryBatch {
   const HostQueryBatch& host;
 };
 
+// Device time of one entry point's call: events on stream 0 around it (api.h
+// KernelUnderTest::last_device_ms).
+// The events are made at the first call, so that opening a kernel touches no CUDA state.
+class CallTimer {
+ public:
+  CallTimer() = default;
+  ~CallTimer() {
+    if (made_) {
+      cudaEventDestroy(start_);
+      cudaEventDestroy(stop_);
+    }
+  }
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+  // Runs call() between the events; returns its result.
+  template <class Call>
+  int time(Call call) {
+    if (!made_) {
+      check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
+      check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
+      made_ = true;
+    }
+    check_cuda(cudaEventRecord(start_, 0), "cudaEventRecord");
+    const int status = call();
+    check_cuda(cudaEventRecord(stop_, 0), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(stop_), "kernel under test");
+    float ms = 0.0f;
+    check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    last_ms_ = ms;
+    return status;
+  }
+  double last_ms() const { return last_ms_; }
+
+ private:
+  bool made_ = false;
+  cudaEvent_t start_{}, stop_{};
+  double last_ms_ = 0.0;
+};
+
 // Paged logits and top-K through their (shared) ABI argument structs; `fail` reports a
 // nonzero return.
 template <class Fail>
-std::vector<float> run_paged_logits(int (*fn)(const dsaf_paged_logits_args_v1*), const HostLogitsBatch& b, Fail fail) {
+std::vector<float> run_paged_logits(int (*fn)(const dsaf_paged_logits_args_v1*), const HostLogitsBatch& b, Fail fail,
+                                    CallTimer& timer) {
   const int rows = static_cast<int>(b.row_seq.size());
   Device<uint8_t> q_values(b.q_values), q_scales(b.q_scales), cache(b.cache);
   Device<float> weights(b.weights), logits(static_cast<size_t>(rows) * b.max_context);
@@ -169,12 +209,13 @@ std::vector<float> run_paged_logits(int (*fn)(const dsaf_paged_logits_args_v1*),
   a.page_table_stride = b.page_table_stride;
   a.max_context = b.max_context;
   a.logits = logits.get();
-  if (fn(&a) != 0) fail("paged_logits");
+  if (timer.time([&] { return fn(&a); }) != 0) fail("paged_logits");
   return logits.download();
 }
 
 template <class Fail>
-std::vector<int32_t> run_topk(int (*fn)(const dsaf_topk_args_v1*), const HostTopKBatch& b, Fail fail) {
+std::vector<int32_t> run_topk(int (*fn)(const dsaf_topk_args_v1*), const HostTopKBatch& b, Fail fail,
+                              CallTimer& timer) {
   const int rows = static_cast<int>(b.valid_lengths.size());
   Device<float> scores(b.scores);
   Device<int32_t> lengths(b.valid_lengths), indices(static_cast<size_t>(rows) * b.k);
@@ -185,7 +226,7 @@ std::vector<int32_t> run_topk(int (*fn)(const dsaf_topk_args_v1*), const HostTop
   a.valid_lengths = lengths.get();
   a.k = b.k;
   a.indices = indices.get();
-  if (fn(&a) != 0) fail("topk");
+  if (timer.time([&] { return fn(&a); }) != 0) fail("topk");
   return indices.download();
 }
 
@@ -224,7 +265,9 @@ class KernelV1 : public KernelUnderTest {
   std::vector<uint8_t> key_store(const HostKeyBatch& b) const override {
     const DeviceKeyBatch d(b);
     const dsaf_key_store_args_v1 a = d.v1();
-    if (table_->key_store(&a) != 0) failure(name(), table_->last_error, ErrorKind::kEnvironment)("key_store");
+    if (timer_.time([&] { return table_->key_store(&a); }) != 0) {
+      failure(name(), table_->last_error, ErrorKind::kEnvironment)("key_store");
+    }
     return d.cache.download();
   }
   HostQueryResult query_quant(const HostQueryBatch& b) const override {
@@ -232,19 +275,24 @@ class KernelV1 : public KernelUnderTest {
     const DeviceQueryBatch d(b);
     auto a = d.common_args<dsaf_query_args_v1>();
     a.recipe = to_abi(b.recipe);
-    if (table_->query_quant(&a) != 0) failure(name(), table_->last_error, ErrorKind::kEnvironment)("query_quant");
+    if (timer_.time([&] { return table_->query_quant(&a); }) != 0) {
+      failure(name(), table_->last_error, ErrorKind::kEnvironment)("query_quant");
+    }
     return d.download();
   }
   std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
     if (!capabilities().paged_logits) missing(name(), "paged logits");
-    return run_paged_logits(scoring_->paged_logits, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput));
+    return run_paged_logits(scoring_->paged_logits, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput),
+                            timer_);
   }
   std::vector<int32_t> topk(const HostTopKBatch& b) const override {
     if (!capabilities().topk) missing(name(), "top-K");
-    return run_topk(scoring_->topk, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput));
+    return run_topk(scoring_->topk, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput), timer_);
   }
+  double last_device_ms() const override { return timer_.last_ms(); }
 
  private:
+  mutable CallTimer timer_;
   const dsaf_kernel_v1* table_;
   const dsaf_scoring_v1* scoring_;
   std::shared_ptr<Library> library_;
@@ -284,7 +332,9 @@ class KernelV2 : public KernelUnderTest {
     const DeviceKeyBatch d(b);
     const AbiRecipeV2 recipe(b.recipe);
     const dsaf_key_store_args_v2 a = d.v2(recipe);
-    if (table_->key_store(&a) != 0) failure(name(), table_->last_error, ErrorKind::kEnvironment)("key_store");
+    if (timer_.time([&] { return table_->key_store(&a); }) != 0) {
+      failure(name(), table_->last_error, ErrorKind::kEnvironment)("key_store");
+    }
     return d.cache.download();
   }
   HostQueryResult query_quant(const HostQueryBatch& b) const override {
@@ -294,19 +344,24 @@ class KernelV2 : public KernelUnderTest {
     auto a = d.common_args<dsaf_query_args_v2>();
     a.rope_positions = static_cast<int64_t>(b.rope_cos.size() / 32);
     a.recipe = recipe.get();
-    if (table_->query_quant(&a) != 0) failure(name(), table_->last_error, ErrorKind::kEnvironment)("query_quant");
+    if (timer_.time([&] { return table_->query_quant(&a); }) != 0) {
+      failure(name(), table_->last_error, ErrorKind::kEnvironment)("query_quant");
+    }
     return d.download();
   }
   std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
     if (table_->paged_logits == nullptr) missing(name(), "paged logits");
-    return run_paged_logits(table_->paged_logits, b, failure(name(), table_->last_error, ErrorKind::kBadInput));
+    return run_paged_logits(table_->paged_logits, b, failure(name(), table_->last_error, ErrorKind::kBadInput),
+                            timer_);
   }
   std::vector<int32_t> topk(const HostTopKBatch& b) const override {
     if (table_->topk == nullptr) missing(name(), "top-K");
-    return run_topk(table_->topk, b, failure(name(), table_->last_error, ErrorKind::kBadInput));
+    return run_topk(table_->topk, b, failure(name(), table_->last_error, ErrorKind::kBadInput), timer_);
   }
+  double last_device_ms() const override { return timer_.last_ms(); }
 
  private:
+  mutable CallTimer timer_;
   const dsaf_kernel_v2* table_;
   std::shared_ptr<Library> library_;
   std::string name_;

@@ -9,6 +9,9 @@
 #include <numeric>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "oracle/logits_bound.h"
 #include "oracle/study_internal.h"
 #include "reference/error.h"
 #include "reference/pipeline.h"
@@ -28,16 +31,76 @@ struct Scored {
   std::vector<double> scores;
 };
 
+// A recipe on the device (study_device.h): the context's cache and the query, stored by
+// the kernels, and what the reference's checks of its cases need.
+struct OnDevice {
+  StageKernels kernels;
+  std::unique_ptr<DeviceSequence> sequence;
+  dev::HostQueryResult query;
+  ref::QueryOutput reference_query;
+  std::unique_ptr<ref::KeyMatrix> keys;  // the recipe's keys (bounded contract: the exact scores and bounds)
+  LogitsExpectation expectation;         // of the unmodified keys
+  std::vector<int64_t> checked_cases;    // case numbers (depth-major, then margin) the reference rechecks
+};
+
 double single_score(const Recipe& r, const ref::PreparedQuery& q, const ref::StoredHead& head) {
   ref::KeyMatrix one;
   one.append(head);
   return ref::index_scores(q, one, 1, r.score)[0];
 }
 
+// A recipe's outcome on the device: the needle's key stored by the key kernel into the
+// context's cache at its position, one logits row over all n keys, the top-K kernel's
+// selection; rank and score from the kernel's logits, retained from its top-K. Every case's
+// logits must be free of NaN and its top-K entries valid; in the sampled cases the
+// reference rechecks the needle's cache slot, the whole logits row (the CPU's scores with
+// the needle's at p) and the top-K row under its contract.
+NeedleOutcome device_outcome(const NeedleConfig& config, const OnDevice& d, const Recipe& recipe,
+                             const ActivationSource& acts, const ref::RopeTable& table,
+                             const std::vector<double>& cpu_scores, const ref::StoredHead& needle_key, double s_needle,
+                             const float* needle, const NeedleCase& c, int64_t case_number) {
+  const int K = config.topk;
+  const int64_t n = c.context, p = c.position;
+  const std::string where = fmt::format("needle --device gpu, context {}, trial {}, depth {}, margin {}, recipe {}", n,
+                                        c.trial, c.depth, c.margin, recipe.name);
+  const std::vector<uint8_t> cache = d.sequence->cache_with_key(p, needle);
+  const std::vector<int32_t> valid{static_cast<int32_t>(n)};
+  const std::vector<float> row = d.sequence->logits(cache, d.query, valid);
+  check_no_nan(where, row.data(), n);
+  const std::vector<int32_t> top = d.sequence->topk(row, valid, K);
+  canonical_selection(where, row.data(), n, K, top.data());  // valid entries, no duplicates
+  if (std::binary_search(d.checked_cases.begin(), d.checked_cases.end(), case_number)) {
+    check_key_slots(where + ", the needle", recipe, acts, table, cache, d.sequence->page_size(), {p},
+                    std::vector<float>(needle, needle + kHeadDim));
+    LogitsExpectation e = d.expectation;
+    if (d.kernels.logits_exact_order) {
+      e.expected = cpu_scores;
+      e.expected[p] = s_needle;
+    } else {
+      ref::KeyMatrix one;
+      one.append(needle_key);
+      const ref::PreparedQuery prepared = ref::prepare_query(d.reference_query.heads, d.reference_query.weights);
+      e.exact[p] = ref::index_scores(prepared, one, 1, ref::ScoreAccum::kExact)[0];
+      e.bound[p] = bounded_logit_error(recipe.key_quant.format, static_cast<int>(d.reference_query.heads.size()),
+                                       needle_key.dot_scale, weighted_magnitude(d.reference_query, needle_key.dot_values.data()));
+    }
+    check_logits_row(where, d.kernels.logits_exact_order, row.data(), n, n, e.expected, e.exact, e.bound);
+    check_topk_row(where, d.kernels, row.data(), n, K, top.data());
+  }
+  const float score = row[p];
+  int64_t rank = 1;  // higher score first, then lower index (topk.h)
+  for (int64_t s = 0; s < n; ++s) {
+    if (s != p && (row[s] > score || (row[s] == score && s < p))) ++rank;
+  }
+  const int64_t m = std::min<int64_t>(K, n);
+  const bool retained = std::find(top.begin(), top.begin() + m, static_cast<int32_t>(p)) != top.begin() + m;
+  return {recipe.name, rank, retained, static_cast<double>(score)};
+}
+
 // The cases of one context and trial for the recipes that share one exact oracle
 // (`members`), appended to `cases` per depth and margin.
 void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& members,
-                 const ActivationSource& acts, int64_t n, int trial, RopeTables& rope,
+                 const ActivationSource& acts, int64_t n, int trial, RopeTables& rope, const InputRounding& rounding,
                  std::vector<NeedleCase>& cases) {
   const int K = config.topk;
   const int64_t t = n - 1;  // the query is the last token and sees every key
@@ -52,13 +115,42 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
   const ref::PreparedQuery exact_q = build_query(exact, acts, query_input, t, exact_table);
   const std::vector<double> exact_scores = ref::index_scores(exact_q, exact_keys, n, exact.score);
   std::vector<Scored> scored;
+  std::vector<OnDevice> on_device;
+  const StudyDevice& device = config.device;
+  const int64_t cases_per_model = static_cast<int64_t>(config.depths.size() * config.margins.size());
   for (const Recipe* r : members) {
     const ref::RopeTable& table = rope.get(r->rope.table);
-    const ref::KeyMatrix keys = build_keys(*r, acts, n, table, config.threads);
+    ref::KeyMatrix keys = build_keys(*r, acts, n, table, config.threads);
     ref::PreparedQuery q = build_query(*r, acts, query_input, t, table);
     std::vector<double> s = ref::index_scores(q, keys, n, r->score);
+    if (device.kernel != nullptr) {
+      OnDevice d;
+      d.kernels = stage_kernels(device, *r, K, *std::max_element(config.contexts.begin(), config.contexts.end()),
+                                    kNeedlePageSize);
+      d.sequence = std::make_unique<DeviceSequence>(d.kernels, *r, acts, n, kNeedlePageSize, table, device.timings);
+      d.query = d.sequence->queries({query_input}, {t});
+      const int H = acts.num_heads();
+      std::vector<float> q_in(static_cast<size_t>(H) * kHeadDim), wproj(H);
+      acts.query_input(query_input, q_in.data(), wproj.data());
+      d.reference_query = ref::run_query_path(*r, q_in.data(), H, wproj.data(), static_cast<int>(t), table);
+      const std::string where = fmt::format("needle --device gpu, context {}, trial {}, recipe {}", n, trial, r->name);
+      if (device.check_rows > 0) check_query_row(where, *r, d.query, 0, d.reference_query);
+      const uint64_t sample_seed = static_cast<uint64_t>(trial) * 1000003ull + static_cast<uint64_t>(n) * 131ull +
+                                   static_cast<uint64_t>(scored.size());
+      const std::vector<int64_t> slots = sample_rows(n, device.check_keys, sample_seed);
+      std::vector<float> slot_inputs(slots.size() * kHeadDim);
+      for (size_t i = 0; i < slots.size(); ++i) acts.key_input(slots[i], slot_inputs.data() + i * kHeadDim);
+      check_key_slots(where, *r, acts, table, d.sequence->cache(), kNeedlePageSize, slots, slot_inputs);
+      d.checked_cases = sample_rows(cases_per_model, device.check_rows, sample_seed + 1);
+      if (!d.kernels.logits_exact_order && !d.checked_cases.empty()) {
+        d.expectation = expect_logits(*r, false, d.reference_query, keys, n);
+      }
+      d.keys = std::make_unique<ref::KeyMatrix>(std::move(keys));
+      on_device.push_back(std::move(d));
+    }
     scored.push_back({r, std::move(q), std::move(s)});
   }
+  int64_t case_number = -1;
   for (double depth : config.depths) {
     const int64_t p = std::llround(depth * static_cast<double>(n - 1));
     // tau: the K-th largest exact score among the other keys (of the reference window,
@@ -98,10 +190,12 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
         std::copy(candidate, candidate + kHeadDim, donor_in);
       }
     }
+    // The needle's input (rounded as the device mode rounds every key input).
     const auto needle_input = [&](double beta) {
       for (int i = 0; i < kHeadDim; ++i) {
         needle[i] = static_cast<float>((1.0 - beta) * base[i] + beta * donor_in[i]);
       }
+      round_key_input(rounding, needle);
     };
     const auto exact_needle_score = [&](double beta) {
       needle_input(beta);
@@ -146,6 +240,7 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
       }
     }
     for (double margin : config.margins) {
+      ++case_number;
       const double target = tau + margin * sigma;
       // Start from the original key when it lies below the target.
       const float* start = original_score < target ? original : low_base;
@@ -186,15 +281,22 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
         if (s != p && (exact_scores[s] > needle_exact || (exact_scores[s] == needle_exact && s < p))) ++exact_rank;
       }
       record.exact_rank = exact_rank;
-      for (const Scored& sc : scored) {
+      for (size_t m = 0; m < scored.size(); ++m) {
+        const Scored& sc = scored[m];
         const ref::RopeTable& table = rope.get(sc.recipe->rope.table);
-        const double s_needle = single_score(*sc.recipe, sc.query, key_of(*sc.recipe, acts, needle, p, table));
-        int64_t rank = 1;  // higher score first, then lower index (topk.h)
-        for (int64_t s = 0; s < n; ++s) {
-          if (s == p) continue;
-          if (sc.scores[s] > s_needle || (sc.scores[s] == s_needle && s < p)) ++rank;
+        const ref::StoredHead needle_key = key_of(*sc.recipe, acts, needle, p, table);
+        const double s_needle = single_score(*sc.recipe, sc.query, needle_key);
+        if (device.kernel == nullptr) {
+          int64_t rank = 1;  // higher score first, then lower index (topk.h)
+          for (int64_t s = 0; s < n; ++s) {
+            if (s == p) continue;
+            if (sc.scores[s] > s_needle || (sc.scores[s] == s_needle && s < p)) ++rank;
+          }
+          record.recipes.push_back({sc.recipe->name, rank, rank <= K, s_needle});
+          continue;
         }
-        record.recipes.push_back({sc.recipe->name, rank, rank <= K, s_needle});
+        record.recipes.push_back(device_outcome(config, on_device[m], *sc.recipe, acts, table, sc.scores, needle_key,
+                                                s_needle, needle, record, case_number));
       }
       cases.push_back(std::move(record));
     }
@@ -218,8 +320,13 @@ int64_t needle_peak_bytes(const NeedleConfig& config) {
   if (config.contexts.empty()) return kStudyBaseBytes;
   const int64_t n = *std::max_element(config.contexts.begin(), config.contexts.end());
   const int64_t members = static_cast<int64_t>(config.recipes.size());
+  // The device mode keeps each recipe's key matrix, cache and bounded expectation (exact
+  // scores and bounds) for the checks of its cases.
+  const int64_t device = config.device.kernel != nullptr
+                             ? members * (n * kKeyMatrixBytesPerKey + n * 512 + 2 * n * 8) + device_study_bytes(n, 1)
+                             : 0;
   return 2 * n * kKeyMatrixBytesPerKey + (members + 4) * n * 8 +
-         distinct_rope_tables(config.recipes) * n * kRopeBytesPerPosition + kStudyBaseBytes;
+         distinct_rope_tables(config.recipes) * n * kRopeBytesPerPosition + kStudyBaseBytes + device;
 }
 
 NeedleLayout needle_layout(const NeedleConfig& config) {
@@ -247,6 +354,11 @@ NeedleLayout needle_layout(const NeedleConfig& config) {
   layout.activations = describe_activations(config.source, config.activations);
   layout.contexts = config.contexts;
   for (const Recipe& r : config.recipes) layout.recipes.push_back(r.name);
+  if (config.device.kernel != nullptr) {
+    layout.device = describe_device(config.device, config.recipes, config.topk,
+                                    *std::max_element(config.contexts.begin(), config.contexts.end()),
+                                    kNeedlePageSize);
+  }
   return layout;
 }
 
@@ -261,7 +373,13 @@ std::vector<NeedleUnit> needle_units(const NeedleLayout& layout) {
 std::vector<NeedleUnitResult> run_needle_units(const NeedleConfig& config, const std::vector<NeedleUnit>& units,
                                                const Progress& progress) {
   // The tables of the longest context of the study, whichever units run here.
-  RopeTables rope(*std::max_element(config.contexts.begin(), config.contexts.end()));
+  const int64_t longest = *std::max_element(config.contexts.begin(), config.contexts.end());
+  RopeTables rope(longest);
+  // In the device mode, every input the kernels take in bf16 is rounded for all (the
+  // oracle and the needle search included).
+  const InputRounding rounding = config.device.kernel != nullptr
+                                     ? input_rounding(config.device, config.recipes, config.topk, longest, kNeedlePageSize)
+                                     : InputRounding{};
   // Group recipes by oracle: the needle is built against the oracle's scores.
   std::map<std::string, std::vector<const Recipe*>> by_model;
   for (const Recipe& r : config.recipes) by_model[exact_model_key(r)].push_back(&r);
@@ -269,12 +387,14 @@ std::vector<NeedleUnitResult> run_needle_units(const NeedleConfig& config, const
   int64_t done = 0;
   std::vector<NeedleUnitResult> results;
   for (const NeedleUnit& unit : units) {
-    const std::shared_ptr<const ActivationSource> source = activations_for(
-        config.source, config.activations, config.activations.seed * 1000003ull + static_cast<uint64_t>(unit.trial));
+    const std::shared_ptr<const ActivationSource> source = rounded_inputs(
+        activations_for(config.source, config.activations,
+                        config.activations.seed * 1000003ull + static_cast<uint64_t>(unit.trial)),
+        rounding);
     NeedleUnitResult result;
     result.unit = unit;
     for (const auto& [model, members] : by_model) {
-      study_model(config, members, *source, unit.context, unit.trial, rope, result.cases);
+      study_model(config, members, *source, unit.context, unit.trial, rope, rounding, result.cases);
     }
     results.push_back(std::move(result));
     if (progress) progress(++done, total);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "oracle/activations.h"
+#include "oracle/study_device.h"
 #include "oracle/study_keys.h"
 #include "oracle/synthetic.h"
 #include "reference/recipe.h"
@@ -39,6 +40,11 @@ struct NeedleConfig {
   // change between trials), and every context must be <= source->tokens().
   std::shared_ptr<const ActivationSource> source;
   int threads = 1;
+  // The device mode (study_device.h): with device.kernel set, each recipe's cache, query,
+  // logits row and top-K of every case come from the kernels (the needle's key stored by
+  // a one-token key store into the context's cache), ranks from the kernel's logits; the
+  // needle search stays with the CPU's exact oracle.
+  StudyDevice device;
 };
 
 // One recipe's verdict on a reachable needle.
@@ -103,6 +109,7 @@ struct NeedleLayout {
   nlohmann::json activations;     // the generator and its parameters, or the fixture
   std::vector<int64_t> contexts;
   std::vector<std::string> recipes;  // names, as given
+  nlohmann::json device;             // describe_device (study_device.h); null on the CPU
 };
 
 // A needle study's independent work: one context and one trial, whose activations and
@@ -150,7 +157,9 @@ NeedleResult reduce_needle(const NeedleLayout& layout, const std::vector<NeedleU
 // n, the exact oracle's key matrix and score row stay while each of the group's M recipes
 // builds its key matrix and keeps its score row; each depth adds the other keys' scores and
 // a position order (2 x n x 8):
-//   2 x key matrix + (M + 4) x n x 8 + RoPE tables + base, M = the recipes.
+//   2 x key matrix + (M + 4) x n x 8 + RoPE tables + base, M = the recipes; in the device
+// mode (study_device.h) each recipe keeps its key matrix, cache and 2 x n x 8 of
+// expectations, plus device_study_bytes(n, 1).
 int64_t needle_peak_bytes(const NeedleConfig& config);
 
 }  // namespace dsaf::oracle

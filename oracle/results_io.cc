@@ -96,6 +96,7 @@ nlohmann::json sweep_to_json(const SweepResult& result, const std::string& comma
                       {"activations", result.layout.activations},
                       {"rows", rows},
                       {"attribution", attribution}};
+  if (!result.layout.device.is_null()) j["device"] = result.layout.device;
   if (!command.empty()) j["command"] = command;
   return j;
 }
@@ -134,6 +135,7 @@ nlohmann::json needle_to_json(const NeedleResult& result, const std::string& com
                       {"activations", result.layout.activations},
                       {"summary", summary},
                       {"cases", cases}};
+  if (!result.layout.device.is_null()) j["device"] = result.layout.device;
   if (planted) {
     j["reference_context"] = result.layout.reference_context;
     j["margin_reference"] = "the other keys of the query's last reference_context positions (planted fact)";

@@ -206,12 +206,18 @@ auto merge_shards(const std::vector<ShardFile>& files, const std::string& study,
 
 // --- sweep ---------------------------------------------------------------------------
 
+// The device mode's entry (study_device.h), present only in device studies: a CPU shard
+// and a device shard of one study differ in their configuration and do not merge.
+void add_device(json& config, const json& device) {
+  if (!device.is_null()) config["device"] = device;
+}
+
 json sweep_config_json(const SweepConfig& config, const SweepLayout& layout) {
   json studied = json::array();
   for (const SweepLayout::Studied& s : layout.studied) {
     studied.push_back({{"recipe", s.recipe}, {"variant_of", s.variant_of}, {"stage", s.stage}});
   }
-  return {{"recipes", recipes_json(config.recipes)},
+  json j = {{"recipes", recipes_json(config.recipes)},
           {"contexts", layout.contexts},
           {"topk", layout.topk},
           {"activations", layout.activations},
@@ -220,6 +226,8 @@ json sweep_config_json(const SweepConfig& config, const SweepLayout& layout) {
           {"page_size", layout.page_size},
           {"attribution", config.attribution},
           {"studied", studied}};
+  add_device(j, layout.device);
+  return j;
 }
 
 SweepLayout sweep_layout_from_json(const json& config) {
@@ -234,6 +242,7 @@ SweepLayout sweep_layout_from_json(const json& config) {
     layout.studied.push_back(
         {s.at("recipe").get<std::string>(), s.at("variant_of").get<std::string>(), s.at("stage").get<std::string>()});
   }
+  layout.device = config.value("device", json());
   return layout;
 }
 
@@ -309,7 +318,7 @@ SweepUnitResult sweep_unit_from_json(const json& j) {
 // --- needle --------------------------------------------------------------------------
 
 json needle_config_json(const NeedleConfig& config, const NeedleLayout& layout) {
-  return {{"recipes", recipes_json(config.recipes)},
+  json j = {{"recipes", recipes_json(config.recipes)},
           {"contexts", layout.contexts},
           {"topk", layout.topk},
           {"activations", layout.activations},
@@ -318,6 +327,8 @@ json needle_config_json(const NeedleConfig& config, const NeedleLayout& layout) 
           {"trials", layout.trials},
           {"reference_context", layout.reference_context},
           {"recipe_names", layout.recipes}};
+  add_device(j, layout.device);
+  return j;
 }
 
 NeedleLayout needle_layout_from_json(const json& config) {
@@ -330,6 +341,7 @@ NeedleLayout needle_layout_from_json(const json& config) {
   layout.activations = config.at("activations");
   layout.contexts = config.at("contexts").get<std::vector<int64_t>>();
   layout.recipes = config.at("recipe_names").get<std::vector<std::string>>();
+  layout.device = config.value("device", json());
   return layout;
 }
 

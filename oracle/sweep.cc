@@ -54,6 +54,103 @@ struct Oracle {
   std::vector<std::vector<int32_t>> topk;
 };
 
+int64_t longest_context(const std::vector<int64_t>& contexts) {
+  return *std::max_element(contexts.begin(), contexts.end());
+}
+
+// What one studied recipe measured in a unit: per query row, its metrics and ulp histogram.
+struct RecipeRows {
+  std::vector<RowMetrics> metrics;
+  std::vector<std::vector<int64_t>> histograms;
+};
+
+// The recipe's scores of row j (valid keys) against the oracle's: metrics and histogram.
+void score_row(const SweepConfig& config, const Oracle& o, int64_t j, int64_t valid, const std::vector<int32_t>& selected,
+               const float* scores, RecipeRows& out) {
+  out.metrics[j] = row_metrics(o.scores[j], valid, selected, o.topk[j], config.page_size);
+  for (int64_t k = 0; k < valid; ++k) {
+    const float exact = static_cast<float>(o.scores[j][k]);
+    if (std::isfinite(scores[k]) && std::isfinite(exact)) ++out.histograms[j][ulp_bucket(ulp_distance(scores[k], exact))];
+  }
+}
+
+// The recipe on the CPU reference: keys, each row's query, scores and top-K.
+RecipeRows cpu_rows(const SweepConfig& config, const Recipe& recipe, const ActivationSource& acts, int64_t n,
+                    const std::vector<int64_t>& positions, const ref::RopeTable& table, const Oracle& o) {
+  const ref::KeyMatrix keys = build_keys(recipe, acts, n, table, config.threads);
+  RecipeRows out{std::vector<RowMetrics>(positions.size()),
+                 std::vector<std::vector<int64_t>>(positions.size(), std::vector<int64_t>(kUlpBuckets, 0))};
+  parallel_for(static_cast<int64_t>(positions.size()), config.threads, [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) {
+      const int64_t valid = positions[j] + 1;
+      const ref::PreparedQuery q = build_query(recipe, acts, positions[j], table);
+      const std::vector<double> scores = ref::index_scores(q, keys, valid, recipe.score);
+      std::vector<float> as_float(scores.begin(), scores.end());
+      score_row(config, o, j, valid, ref::select_topk(scores, valid, config.topk), as_float.data(), out);
+    }
+  });
+  return out;
+}
+
+// The recipe on the device (study_device.h): the kernels' cache, queries, logits and
+// top-K; the reference rechecks a sample of cache slots and of rows.
+RecipeRows device_rows(const SweepConfig& config, const Recipe& recipe, const ActivationSource& acts,
+                       const SweepUnit& unit, size_t recipe_index, const std::vector<int64_t>& positions,
+                       const ref::RopeTable& table, const Oracle& o) {
+  const int64_t n = unit.context;
+  const int K = config.topk;
+  const StudyDevice& device = config.device;
+  const StageKernels kernels =
+      stage_kernels(device, recipe, K, longest_context(config.contexts), config.page_size);
+  const DeviceSequence sequence(kernels, recipe, acts, n, config.page_size, table, device.timings);
+  const dev::HostQueryResult q = sequence.queries(positions, positions);
+  std::vector<int32_t> valid;
+  for (const int64_t p : positions) valid.push_back(static_cast<int32_t>(p + 1));
+  const std::vector<float> logits = sequence.logits(sequence.cache(), q, valid);
+  const std::string where =
+      fmt::format("sweep --device gpu, context {}, seed {}, recipe {}", n, unit.seed, recipe.name);
+  const int64_t rows = static_cast<int64_t>(positions.size());
+  for (int64_t j = 0; j < rows; ++j) {
+    check_no_nan(fmt::format("{}, query row {}", where, j), logits.data() + j * n, valid[j]);
+  }
+  const std::vector<int32_t> top = sequence.topk(logits, valid, K);
+
+  // The reference's sample: cache slots, then whole rows (query, logits, top-K).
+  const uint64_t sample_seed = unit.seed * 1000003ull + static_cast<uint64_t>(n) * 131ull + recipe_index;
+  std::vector<int64_t> slots = sample_rows(n, device.check_keys, sample_seed);
+  std::vector<float> slot_inputs(slots.size() * ref::kHeadDim);
+  for (size_t i = 0; i < slots.size(); ++i) acts.key_input(slots[i], slot_inputs.data() + i * ref::kHeadDim);
+  check_key_slots(where, recipe, acts, table, sequence.cache(), config.page_size, slots, slot_inputs);
+  const std::vector<int64_t> checked = sample_rows(rows, device.check_rows, sample_seed + 1);
+  if (!checked.empty()) {
+    const ref::KeyMatrix keys = build_keys(recipe, acts, n, table, config.threads);
+    const int H = acts.num_heads();
+    std::vector<float> q_in(static_cast<size_t>(H) * ref::kHeadDim), wproj(H);
+    for (const int64_t j : checked) {
+      const std::string at = fmt::format("{}, query row {} (position {})", where, j, positions[j]);
+      acts.query_input(positions[j], q_in.data(), wproj.data());
+      const ref::QueryOutput expected_q =
+          ref::run_query_path(recipe, q_in.data(), H, wproj.data(), static_cast<int>(positions[j]), table);
+      check_query_row(at, recipe, q, j, expected_q);
+      const LogitsExpectation e = expect_logits(recipe, kernels.logits_exact_order, expected_q, keys, valid[j]);
+      check_logits_row(at, kernels.logits_exact_order, logits.data() + j * n, valid[j], n, e.expected, e.exact, e.bound);
+      check_topk_row(at, kernels, logits.data() + j * n, valid[j], K, top.data() + j * K);
+    }
+  }
+
+  RecipeRows out{std::vector<RowMetrics>(positions.size()),
+                 std::vector<std::vector<int64_t>>(positions.size(), std::vector<int64_t>(kUlpBuckets, 0))};
+  std::vector<std::vector<int32_t>> selected(rows);
+  for (int64_t j = 0; j < rows; ++j) {
+    selected[j] = canonical_selection(fmt::format("{}, query row {}", where, j), logits.data() + j * n, valid[j], K,
+                                      top.data() + j * K);
+  }
+  parallel_for(rows, config.threads, [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) score_row(config, o, j, valid[j], selected[j], logits.data() + j * n, out);
+  });
+  return out;
+}
+
 }  // namespace
 
 int64_t sweep_peak_bytes(const SweepConfig& config) {
@@ -63,8 +160,9 @@ int64_t sweep_peak_bytes(const SweepConfig& config) {
   for (const Studied& s : studied_recipes(config)) studied.push_back(s.recipe);
   const int64_t keys = n * kKeyMatrixBytesPerKey, q = config.queries;
   const int64_t oracle = keys + q * (n + config.topk) * 8;
+  const int64_t device = config.device.kernel != nullptr ? device_study_bytes(n, q) : 0;
   return distinct_oracles(studied) * oracle + keys + std::max(1, config.threads) * 2 * n * 8 +
-         distinct_rope_tables(studied) * n * kRopeBytesPerPosition + kStudyBaseBytes;
+         distinct_rope_tables(studied) * n * kRopeBytesPerPosition + kStudyBaseBytes + device;
 }
 
 SweepLayout sweep_layout(const SweepConfig& config) {
@@ -73,6 +171,10 @@ SweepLayout sweep_layout(const SweepConfig& config) {
     throw Error(ErrorKind::kUsage, "sweep: need recipes, contexts, seeds, queries >= 1, topk >= 1");
   }
   check_contexts_fit(config.source, config.contexts, "sweep");
+  if (config.device.kernel != nullptr && config.attribution) {
+    throw Error(ErrorKind::kUsage, "sweep: --attribution runs on the CPU (its exact stages are the reference's), "
+                                   "not with --device gpu");
+  }
   SweepLayout layout;
   layout.topk = config.topk;
   layout.queries = config.queries;
@@ -81,6 +183,10 @@ SweepLayout sweep_layout(const SweepConfig& config) {
   layout.activations = describe_activations(config.source, config.activations);
   layout.contexts = config.contexts;
   for (const Studied& s : studied_recipes(config)) layout.studied.push_back({s.recipe.name, s.variant_of, s.stage});
+  if (config.device.kernel != nullptr) {
+    layout.device = describe_device(config.device, config.recipes, config.topk, longest_context(config.contexts),
+                                    config.page_size);
+  }
   return layout;
 }
 
@@ -98,15 +204,21 @@ std::vector<SweepUnitResult> run_sweep_units(const SweepConfig& config, const st
                                              const Progress& progress) {
   const std::vector<Studied> studied = studied_recipes(config);
   // The tables of the longest context of the study, whichever units run here.
-  RopeTables rope(*std::max_element(config.contexts.begin(), config.contexts.end()));
+  RopeTables rope(longest_context(config.contexts));
   const int64_t total = static_cast<int64_t>(units.size() * studied.size());
+  // In the device mode, every input the kernels take in bf16 is rounded for all (oracle
+  // included).
+  const InputRounding rounding =
+      config.device.kernel != nullptr
+          ? input_rounding(config.device, config.recipes, config.topk, longest_context(config.contexts), config.page_size)
+          : InputRounding{};
   int64_t done = 0;
   std::vector<SweepUnitResult> results;
   for (const SweepUnit& unit : units) {
     const int64_t n = unit.context;
     const std::vector<int64_t> positions = query_positions(n, config.queries);
     const std::shared_ptr<const ActivationSource> source =
-        activations_for(config.source, config.activations, unit.seed);
+        rounded_inputs(activations_for(config.source, config.activations, unit.seed), rounding);
     const ActivationSource& acts = *source;
     // Exact scores and top-K per query row, once per distinct oracle.
     std::map<std::string, Oracle> oracles;
@@ -129,33 +241,18 @@ std::vector<SweepUnitResult> run_sweep_units(const SweepConfig& config, const st
     }
     SweepUnitResult result;
     result.unit = unit;
-    for (const Studied& s : studied) {
+    for (size_t i = 0; i < studied.size(); ++i) {
+      const Studied& s = studied[i];
       const Oracle& o = oracles.at(exact_model_key(s.recipe));
       const ref::RopeTable& table = rope.get(s.recipe.rope.table);
-      const ref::KeyMatrix keys = build_keys(s.recipe, acts, n, table, config.threads);
-      std::vector<RowMetrics> metrics(positions.size());
-      std::vector<std::vector<int64_t>> histograms(positions.size(), std::vector<int64_t>(kUlpBuckets, 0));
-      parallel_for(static_cast<int64_t>(positions.size()), config.threads, [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) {
-          const int64_t valid = positions[j] + 1;
-          const ref::PreparedQuery q = build_query(s.recipe, acts, positions[j], table);
-          const std::vector<double> scores = ref::index_scores(q, keys, valid, s.recipe.score);
-          metrics[j] = row_metrics(o.scores[j], valid, ref::select_topk(scores, valid, config.topk),
-                                   o.topk[j], config.page_size);
-          for (int64_t k = 0; k < valid; ++k) {
-            const float ours = static_cast<float>(scores[k]);
-            const float exact = static_cast<float>(o.scores[j][k]);
-            if (std::isfinite(ours) && std::isfinite(exact)) {
-              ++histograms[j][ulp_bucket(ulp_distance(ours, exact))];
-            }
-          }
-        }
-      });
+      RecipeRows rows = config.device.kernel != nullptr
+                            ? device_rows(config, s.recipe, acts, unit, i, positions, table, o)
+                            : cpu_rows(config, s.recipe, acts, n, positions, table, o);
       std::vector<int64_t> histogram(kUlpBuckets, 0);
-      for (const auto& h : histograms) {
-        for (int i = 0; i < kUlpBuckets; ++i) histogram[i] += h[i];
+      for (const auto& h : rows.histograms) {
+        for (int b = 0; b < kUlpBuckets; ++b) histogram[b] += h[b];
       }
-      result.rows.push_back(std::move(metrics));
+      result.rows.push_back(std::move(rows.metrics));
       result.score_ulp_histograms.push_back(std::move(histogram));
       if (progress) progress(++done, total);
     }

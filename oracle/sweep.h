@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "oracle/activations.h"
+#include "oracle/study_device.h"
 #include "oracle/study_keys.h"
 #include "oracle/synthetic.h"
 #include "oracle/topk_metrics.h"
@@ -37,6 +38,10 @@ struct SweepConfig {
   // every context must be <= source->tokens() (else dsaf::Error(kUsage)).
   std::shared_ptr<const ActivationSource> source;
   int threads = 1;
+  // The device mode (study_device.h): with device.kernel set, each recipe's keys, queries,
+  // logits and top-K come from the kernels, the oracle and the sampled checks from the CPU.
+  // Attribution variants are refused there (their exact stages are the CPU's).
+  StudyDevice device;
 };
 
 // One (recipe, context) of a sweep: the aggregate over seeds x query rows.
@@ -83,6 +88,7 @@ struct SweepLayout {
   nlohmann::json activations;   // the generator and its parameters, or the fixture
   std::vector<int64_t> contexts;
   std::vector<Studied> studied;  // each recipe as given, followed by its variants
+  nlohmann::json device;          // describe_device (study_device.h); null on the CPU
 };
 
 // A sweep's independent work: one context and one seed. Its activations, oracles and
@@ -136,7 +142,8 @@ SweepResult reduce_sweep(const SweepLayout& layout, const std::vector<SweepUnitR
 // key matrix while its scores are drawn, then Q score rows and Q top-K selections for the
 // context; each studied recipe then builds one key matrix and scores a row per thread
 // (index_scores' row and its copy):
-//   O x (key matrix + Q x (n + K) x 8) + key matrix + T x 2 x n x 8 + RoPE tables + base.
+//   O x (key matrix + Q x (n + K) x 8) + key matrix + T x 2 x n x 8 + RoPE tables + base,
+// plus device_study_bytes(n, Q) in the device mode (study_device.h).
 int64_t sweep_peak_bytes(const SweepConfig& config);
 
 }  // namespace dsaf::oracle

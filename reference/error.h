@@ -1,7 +1,9 @@
 // File: error.h
 // The one exception type of the project. Library code never exits; it throws
 // dsaf::Error with a kind, and the CLI maps kinds to exit codes (docs/design.md):
-// kBadInput / kUsage / kEnvironment -> 2. Verdict failures are results, not errors.
+// kBadInput / kUsage / kEnvironment / kInternal -> 2; kMismatch -> 1: a kernel under test
+// disagreed with the reference inside a study that cannot go on without it (the device
+// mode of sweep and needle stops there). Verify's failures are results, not errors.
 #pragma once
 
 #include <stdexcept>
@@ -9,7 +11,7 @@
 
 namespace dsaf {
 
-enum class ErrorKind { kBadInput, kUsage, kEnvironment, kInternal };
+enum class ErrorKind { kBadInput, kUsage, kEnvironment, kInternal, kMismatch };
 
 class Error : public std::runtime_error {
  public:

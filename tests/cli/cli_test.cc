@@ -100,6 +100,10 @@ TEST(CliStudies, BadInputExitsTwoWithOneClearLine) {
       {"sweep --recipes exact --context 2k --out ''", "--out: the value is empty"},
       {"needle --recipes exact --context 2k --fixture ''", "--fixture: the value is empty"},
       {"recipes --file ''", "--file: the value is empty"},
+      {"sweep --recipes sglang-v4-fp8 --context 2k --kernel builtin", "--kernel needs --device gpu"},
+      {"needle --recipes sglang-v4-fp8 --context 2k --check-rows 3", "--check-rows needs --device gpu"},
+      {"needle --recipes sglang-v4-fp8 --context 2k --device tpu", "--device 'tpu': cpu or gpu"},
+      {"sweep --recipes sglang-v4-fp8 --context 2k --device gpu --check-keys -1", "--check-keys"},
   };
   for (const auto& [args, needle] : cases) {
     const CliRun r = run_capturing_stderr(args);
@@ -237,17 +241,28 @@ namespace {
 
 // verify needs a GPU: without one (CI) it exits 2 with one line; with one (the GPU host)
 // our own kernels pass.
-TEST(CliVerify, ExitsTwoWithoutAGpuAndPassesOurKernelsWithOne) {
-  const CliRun r = run_capturing_stderr("verify --recipe sglang-v4-fp8 --cases 2000");
-  if (r.exit_code == 2) {
-    EXPECT_TRUE(r.out.find("needs a GPU") != std::string::npos ||
-                r.out.find("needs the device build") != std::string::npos)
-        << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
-  } else {
+// A command that needs a GPU: without one (or without the device build) it exits 2 with
+// one line saying so; with one it passes. True when it ran on a GPU.
+bool exits_two_without_a_gpu(const CliRun& r) {
+  if (r.exit_code != 2) {
     EXPECT_EQ(r.exit_code, 0) << r.out;
+    return true;
   }
+  EXPECT_TRUE(r.out.find("needs a GPU") != std::string::npos || r.out.find("needs the device build") != std::string::npos)
+      << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  return false;
+}
+
+TEST(CliVerify, ExitsTwoWithoutAGpuAndPassesOurKernelsWithOne) {
+  exits_two_without_a_gpu(run_capturing_stderr("verify --recipe sglang-v4-fp8 --cases 2000"));
   EXPECT_EQ(run_capturing_stderr("verify --recipe no-such-recipe").exit_code, 2);
+}
+
+TEST(CliStudies, TheDeviceModeExitsTwoWithoutAGpuAndRunsWithOne) {
+  const CliRun r = run_capturing_stderr("sweep --recipes sglang-v4-fp8 --context 2k --queries 2 --topk 64 --heads 8 "
+                                        "--device gpu");
+  if (exits_two_without_a_gpu(r)) EXPECT_NE(r.out.find("device time per stage"), std::string::npos) << r.out;
 }
 
 }  // namespace

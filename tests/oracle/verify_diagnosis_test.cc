@@ -16,6 +16,7 @@
 #include "reference/paged_cache.h"
 #include "reference/pipeline.h"
 #include "reference/rope.h"
+#include "tests/oracle/reference_query.h"
 
 namespace dsaf::oracle {
 namespace {
@@ -69,22 +70,9 @@ class ReferenceKernel : public dev::KernelUnderTest {
   }
 
   dev::HostQueryResult query_quant(const dev::HostQueryBatch& q) const override {
-    const ref::Recipe recipe = ref::preset(verify_recipe_name());
-    const ref::RopeTable rope(recipe.rope.table, static_cast<int>(q.rope_cos.size() / 32));
-    dev::HostQueryResult out;
-    std::vector<float> in(static_cast<size_t>(q.num_heads) * kHeadDim);
-    for (int64_t t = 0; t < q.num_tokens; ++t) {
-      for (size_t i = 0; i < in.size(); ++i) in[i] = ref::decode_bf16(q.input_bf16[t * in.size() + i]);
-      const ref::QueryOutput o =
-          ref::run_query_path(recipe, in.data(), q.num_heads, q.wproj.data() + t * q.num_heads, q.positions[t], rope);
-      for (int h = 0; h < q.num_heads; ++h) {
-        out.values.insert(out.values.end(), o.heads[h].value_bytes.begin(), o.heads[h].value_bytes.end());
-        out.scales.insert(out.scales.end(), o.heads[h].scale_bytes.begin(), o.heads[h].scale_bytes.end());
-        out.weights.push_back(static_cast<float>(o.weights[h]));
-      }
-    }
-    return out;
+    return test::reference_query_quant(ref::preset(verify_recipe_name()), q);
   }
+
 
   std::vector<float> paged_logits(const dev::HostLogitsBatch&) const override {
     throw Error(ErrorKind::kBadInput, "not provided");

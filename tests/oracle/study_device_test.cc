@@ -1,0 +1,349 @@
+// The studies' device mode (oracle/study_device.h) without a GPU: the kernel under test is
+// the reference itself behind the KernelUnderTest interface (key store into the paged
+// cache, query path, exact-order logits decoded from the cache bytes it is given, top-K),
+// so that
+//  - a device sweep and a device needle give what the CPU study gives on the same (bf16-
+//    rounded) activations, number for number;
+//  - each way a kernel can be wrong — a logit's bit, a cache byte, a query weight, a top-K
+//    entry, a NaN — stops the study with a kMismatch that names where;
+//  - stages the kernel lacks run on the fallback, and the result says so.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/api.h"
+#include "oracle/needle.h"
+#include "oracle/results_io.h"
+#include "oracle/study_device.h"
+#include "oracle/sweep.h"
+#include "oracle/synthetic.h"
+#include "reference/error.h"
+#include "reference/numeric/minifloat.h"
+#include "reference/paged_cache.h"
+#include "reference/pipeline.h"
+#include "reference/rope.h"
+#include "reference/score.h"
+#include "reference/topk.h"
+#include "tests/oracle/reference_query.h"
+
+namespace dsaf::oracle {
+namespace {
+
+using ref::kHeadDim;
+
+enum class Fault { kNone, kLogitBit, kCacheByte, kQueryWeight, kTopKEntry, kNanLogit };
+
+struct Provides {
+  bool key_store = true, query_path = true, logits = true, topk = true;
+};
+
+// The reference as a kernel under test, with one fault injected where the study reads.
+class ReferenceKernel : public dev::KernelUnderTest {
+ public:
+  ReferenceKernel(std::string name, Fault fault = Fault::kNone, Provides provides = {})
+      : name_(std::move(name)), fault_(fault), provides_(provides) {}
+  std::string name() const override { return name_; }
+  dev::KernelCapabilities capabilities() const override {
+    dev::KernelCapabilities c;
+    c.key_store = provides_.key_store;
+    c.query_path = provides_.query_path;
+    c.paged_logits = provides_.logits;
+    c.topk = provides_.topk;
+    c.store_formats = 0x3Eu;
+    c.page_sizes = 0x1FFu;
+    c.bf16_input = c.fp32_input = true;
+    return c;
+  }
+  static ref::Recipe recipe_of(const ref::RecipeFields& fields) {
+    ref::Recipe r;
+    static_cast<ref::RecipeFields&>(r) = fields;
+    return r;
+  }
+  static ref::RopeTable rope_of(const std::vector<float>& cos, const std::vector<float>& sin) {
+    return ref::RopeTable(cos, sin);
+  }
+  std::vector<uint8_t> key_store(const dev::HostKeyBatch& b) const override {
+    const ref::Recipe recipe = recipe_of(b.recipe);
+    const ref::RopeTable rope = rope_of(b.rope_cos, b.rope_sin);
+    const ref::PagedCacheLayout layout(recipe.key_quant.format, b.page_size);
+    const ref::NormParams norm{b.norm_weight.empty() ? nullptr : b.norm_weight.data(),
+                               b.norm_bias.empty() ? nullptr : b.norm_bias.data()};
+    std::vector<uint8_t> cache = b.cache;
+    float in[kHeadDim];
+    for (size_t t = 0; t < b.positions.size(); ++t) {
+      for (int i = 0; i < kHeadDim; ++i) {
+        in[i] = b.bf16 ? ref::decode_bf16(b.input_bf16[t * kHeadDim + i]) : b.input_f32[t * kHeadDim + i];
+      }
+      const int p = b.positions[t];
+      const std::vector<int32_t> table(b.page_tables.begin() + b.seq[t] * b.page_table_stride,
+                                       b.page_tables.begin() + (b.seq[t] + 1) * b.page_table_stride);
+      layout.store(cache, layout.locate(table, p, static_cast<int64_t>(cache.size() / layout.page_bytes())),
+                   ref::run_key_path(recipe, in, p, norm, rope));
+    }
+    if (fault_ == Fault::kCacheByte && b.positions.size() > 1) cache[layout.value_offset({0, 5}) + 3] ^= 0x01;
+    return cache;
+  }
+  dev::HostQueryResult query_quant(const dev::HostQueryBatch& q) const override {
+    dev::HostQueryResult out = test::reference_query_quant(recipe_of(q.recipe), q);
+    if (fault_ == Fault::kQueryWeight) out.weights.back() = std::nextafter(out.weights.back(), 1e30f);
+    return out;
+  }
+  // Exact-order logits from the bytes given: the cache's keys and the queries' codes
+  // decoded by the reference's codec (a one-token page of the query format is its value
+  // bytes followed by its scale bytes).
+  std::vector<float> paged_logits(const dev::HostLogitsBatch& b) const override {
+    const ref::PagedCacheLayout keys_layout(b.k_format, b.page_size);
+    const ref::PagedCacheLayout head_layout(b.q_format, 1);
+    const size_t vb = ref::value_bytes_per_head(b.q_format), sb = ref::scale_bytes_per_head(b.q_format);
+    const int rows = static_cast<int>(b.row_seq.size());
+    std::vector<float> logits(static_cast<size_t>(rows) * b.max_context, -INFINITY);
+    for (int r = 0; r < rows; ++r) {
+      const std::vector<int32_t> table(b.page_tables.begin() + b.row_seq[r] * b.page_table_stride,
+                                       b.page_tables.begin() + (b.row_seq[r] + 1) * b.page_table_stride);
+      ref::KeyMatrix keys;
+      for (int64_t s = 0; s < b.row_valid[r]; ++s) {
+        keys.append(keys_layout.load(b.cache, keys_layout.locate(table, s, b.cache.size() / keys_layout.page_bytes())));
+      }
+      std::vector<ref::StoredHead> heads;
+      std::vector<double> weights;
+      for (int h = 0; h < b.num_heads; ++h) {
+        const size_t at = static_cast<size_t>(r) * b.num_heads + h;
+        std::vector<uint8_t> one(b.q_values.begin() + at * vb, b.q_values.begin() + (at + 1) * vb);
+        one.insert(one.end(), b.q_scales.begin() + at * sb, b.q_scales.begin() + (at + 1) * sb);
+        heads.push_back(head_layout.load(one, {0, 0}));
+        weights.push_back(b.weights[at]);
+      }
+      const std::vector<double> s = ref::index_scores(ref::prepare_query(heads, weights), keys, b.row_valid[r], b.accum);
+      for (int64_t k = 0; k < b.row_valid[r]; ++k) logits[static_cast<size_t>(r) * b.max_context + k] = static_cast<float>(s[k]);
+    }
+    if (fault_ == Fault::kLogitBit) {
+      float& v = logits[static_cast<size_t>(rows - 1) * b.max_context + 17];
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      u ^= 1u;
+      std::memcpy(&v, &u, 4);
+    }
+    if (fault_ == Fault::kNanLogit) logits[static_cast<size_t>(rows - 1) * b.max_context + 9] = NAN;
+    return logits;
+  }
+  std::vector<int32_t> topk(const dev::HostTopKBatch& b) const override {
+    std::vector<int32_t> out;
+    for (size_t r = 0; r < b.valid_lengths.size(); ++r) {
+      const std::vector<double> row(b.scores.begin() + r * b.row_stride, b.scores.begin() + r * b.row_stride + b.valid_lengths[r]);
+      const std::vector<int32_t> sel = ref::select_topk(row, b.valid_lengths[r], b.k);
+      out.insert(out.end(), sel.begin(), sel.end());
+    }
+    // The last row loses its best key and keeps the (K+1)-th instead.
+    if (fault_ == Fault::kTopKEntry) {
+      const size_t r = b.valid_lengths.size() - 1;
+      const std::vector<double> row(b.scores.begin() + r * b.row_stride, b.scores.begin() + r * b.row_stride + b.valid_lengths[r]);
+      out[r * b.k] = ref::select_topk(row, b.valid_lengths[r], b.k + 1).back();
+    }
+    return out;
+  }
+
+ private:
+  std::string name_;
+  Fault fault_;
+  Provides provides_;
+};
+
+SyntheticSpec spec() {
+  SyntheticSpec s;
+  s.kind = ActivationKind::kOutliers;
+  s.seed = 11;
+  s.num_heads = 8;
+  return s;
+}
+
+SweepConfig sweep_config(const std::string& recipe) {
+  SweepConfig c;
+  c.recipes = {ref::preset(recipe)};
+  c.contexts = {300, 700};
+  c.seeds = {1};
+  c.queries = 6;
+  c.topk = 32;
+  c.threads = 2;
+  return c;
+}
+
+// What the device mode rounds for our reference kernel (fp32 inputs): the query inputs.
+std::shared_ptr<const ActivationSource> rounded(const SweepConfig& c) {
+  InputRounding r;
+  r.query_input = true;
+  return rounded_inputs(std::make_shared<SyntheticActivations>(c.activations), r);
+}
+
+class DeviceStudy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceStudy, SweepEqualsTheCpuSweepOnTheSameActivations) {
+  SweepConfig cpu = sweep_config(GetParam());
+  cpu.activations = spec();
+  cpu.source = rounded(cpu);
+  SweepConfig gpu = cpu;
+  const ReferenceKernel kernel("reference"), fallback("fallback");
+  gpu.device.kernel = &kernel;
+  gpu.device.fallback = &fallback;
+  gpu.device.check_rows = 6;
+  gpu.device.check_keys = 700;
+  StudyTimings timings;
+  gpu.device.timings = &timings;
+  const SweepResult a = run_sweep(cpu, {});
+  const SweepResult b = run_sweep(gpu, {});
+  nlohmann::json ja = sweep_to_json(a, ""), jb = sweep_to_json(b, "");
+  ASSERT_TRUE(jb.contains("device"));
+  EXPECT_EQ(jb["device"]["stages"][GetParam()]["logits"], "reference");
+  EXPECT_EQ(jb["device"]["stages"][GetParam()]["logits_contract"], "exact-order");
+  jb.erase("device");
+  EXPECT_EQ(ja.dump(), jb.dump());
+  EXPECT_EQ(timings.stages.at("keys [reference]").calls, 2);
+  EXPECT_EQ(timings.stages.at("topk [reference]").calls, 2);
+}
+
+TEST_P(DeviceStudy, NeedleEqualsTheCpuNeedleOnTheSameActivations) {
+  NeedleConfig cpu;
+  cpu.recipes = {ref::preset(GetParam())};
+  cpu.contexts = {400};
+  cpu.depths = {0.2, 0.7};
+  cpu.margins = {0.0, 0.5, 2.0};
+  cpu.trials = 2;
+  cpu.topk = 16;
+  cpu.reference_context = 200;
+  cpu.activations = spec();
+  InputRounding r;
+  r.query_input = true;
+  cpu.source = rounded_inputs(std::make_shared<SyntheticActivations>(spec()), r);
+  NeedleConfig gpu = cpu;
+  const ReferenceKernel kernel("reference"), fallback("fallback");
+  gpu.device.kernel = &kernel;
+  gpu.device.fallback = &fallback;
+  gpu.device.check_rows = 6;
+  const NeedleResult a = run_needle(cpu, {});
+  const NeedleResult b = run_needle(gpu, {});
+  nlohmann::json ja = needle_to_json(a, ""), jb = needle_to_json(b, "");
+  ASSERT_TRUE(jb.contains("device"));
+  jb.erase("device");
+  EXPECT_EQ(ja.dump(), jb.dump());
+  int64_t reachable = 0;
+  for (const NeedleCase& c : b.cases) reachable += c.reachable;
+  EXPECT_GT(reachable, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Recipes, DeviceStudy, ::testing::Values("sglang-v4-fp8", "dsv32-ref", "sglang-v4-bf16"));
+
+// A sweep of a faulty kernel with `check_rows` rows and `check_keys` slots rechecked: the
+// message of the kMismatch that stopped it, or "" when it ran to the end.
+std::string faulty_sweep(Fault fault, int check_rows, int check_keys) {
+  SweepConfig c = sweep_config("sglang-v4-fp8");
+  c.activations = spec();
+  const ReferenceKernel kernel("faulty", fault), fallback("fallback");
+  c.device.kernel = &kernel;
+  c.device.fallback = &fallback;
+  c.device.check_rows = check_rows;
+  c.device.check_keys = check_keys;
+  try {
+    run_sweep(c, {});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kMismatch) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+void expect_mismatch(Fault fault, const std::string& where) {
+  const std::string message = faulty_sweep(fault, 6, 300);
+  EXPECT_NE(message.find(where), std::string::npos) << "expected: " << where << "\ngot: " << message;
+}
+
+TEST(DeviceStudyChecks, AFlippedLogitBitIsLocated) {
+  expect_mismatch(Fault::kLogitBit, "query row 5 (position 174): logit of key 17 is");
+}
+TEST(DeviceStudyChecks, AFlippedCacheByteIsLocated) {
+  expect_mismatch(Fault::kCacheByte, "the key cache's value bytes of position 5 differ from the reference's from byte 3");
+}
+TEST(DeviceStudyChecks, AWrongFoldedWeightIsLocated) {
+  expect_mismatch(Fault::kQueryWeight, "query row 5 head 7: the folded weights differ");
+}
+TEST(DeviceStudyChecks, ADroppedTopKEntryIsLocated) {
+  expect_mismatch(Fault::kTopKEntry, "query row 5 (position 174): the top-K row breaks its ordered contract");
+}
+TEST(DeviceStudyChecks, ANanLogitIsLocatedInARowNotSampled) {
+  const std::string message = faulty_sweep(Fault::kNanLogit, 0, 0);
+  EXPECT_NE(message.find("query row 5: logit of key 9 is NaN"), std::string::npos) << message;
+}
+TEST(DeviceStudyChecks, WithoutSamplesAFlippedBitPassesUnseen) {
+  // What the sample size buys: with no rows rechecked a wrong logit goes through.
+  EXPECT_EQ(faulty_sweep(Fault::kLogitBit, 0, 300), "");
+}
+
+TEST(DeviceStudyStages, StagesTheKernelLacksRunOnTheFallback) {
+  SweepConfig c = sweep_config("sglang-v4-fp8");
+  c.activations = spec();
+  Provides keys_only;
+  keys_only.query_path = keys_only.logits = keys_only.topk = false;
+  const ReferenceKernel kernel("keys-only", Fault::kNone, keys_only), fallback("ours");
+  c.device.kernel = &kernel;
+  c.device.fallback = &fallback;
+  const nlohmann::json d = sweep_layout(c).device;
+  const nlohmann::json& s = d["stages"]["sglang-v4-fp8"];
+  EXPECT_EQ(s["keys"], "keys-only");
+  EXPECT_EQ(s["queries"], "ours");
+  EXPECT_EQ(s["logits"], "ours");
+  EXPECT_EQ(s["topk"], "ours");
+  EXPECT_EQ(d["kernel"], "keys-only");
+}
+
+TEST(DeviceStudyStages, AnExactScoreAndAttributionAreRefused) {
+  SweepConfig c = sweep_config("sglang-v4-fp8");
+  const ReferenceKernel kernel("reference"), fallback("ours");
+  c.device.kernel = &kernel;
+  c.device.fallback = &fallback;
+  c.attribution = true;
+  EXPECT_THROW(sweep_layout(c), Error);
+  c.attribution = false;
+  c.recipes[0].score = ref::ScoreAccum::kExact;
+  try {
+    sweep_layout(c);
+    ADD_FAILURE() << "an exact score accumulation was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+    EXPECT_NE(std::string(e.what()).find("score accumulation exact"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DeviceStudyRounding, RoundsWhatTheKernelTakesInBf16AndSaysSo) {
+  InputRounding r;
+  r.key_input = r.query_input = r.head_weights = true;
+  const auto base = std::make_shared<SyntheticActivations>(spec());
+  const auto source = rounded_inputs(base, r);
+  float k[kHeadDim], q[8 * kHeadDim], w[8];
+  source->key_input(3, k);
+  source->query_input(3, q, w);
+  for (float v : k) EXPECT_EQ(v, ref::round_bf16(v));
+  for (float v : q) EXPECT_EQ(v, ref::round_bf16(v));
+  for (float v : w) EXPECT_EQ(v, ref::round_bf16(v));
+  float raw[kHeadDim];
+  base->key_input(3, raw);
+  bool changed = false;
+  for (int i = 0; i < kHeadDim; ++i) changed = changed || raw[i] != k[i];
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(source->describe()["rounded_to_bf16"].size(), 3u);
+  EXPECT_EQ(rounded_inputs(base, InputRounding{}), base);
+}
+
+TEST(DeviceStudyTimings, TheDominantStageIsTheOneWithTheMostDeviceTime) {
+  StudyTimings t;
+  t.stages["keys"] = {"k", 1, 0.2, 2.0e8};
+  t.stages["logits"] = {"l", 1, 0.5, 1.5e9};
+  const nlohmann::json j = t.to_json(4000.0);
+  EXPECT_EQ(j["dominant"], "logits");
+  EXPECT_DOUBLE_EQ(j["stages"]["logits"]["gb_per_s"].get<double>(), 3000.0);
+  EXPECT_DOUBLE_EQ(j["stages"]["logits"]["fraction_of_copy"].get<double>(), 0.75);
+}
+
+}  // namespace
+}  // namespace dsaf::oracle
