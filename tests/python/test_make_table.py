@@ -7,6 +7,12 @@ every input file (a later file's rerun of a case replaces the earlier one, in th
 one's place), its numbers are the files' numbers (the fraction of copy with each file's own
 copy bandwidth, the eager time of the same operation where there is one), another batch shape
 or page order is another case, and a missing or malformed input is a usage error (exit 2).
+Beside each row, from bench/peer_bench.cu's JSON and Nsight Compute profiles (files, or members
+of a bundle): the fastest upstream kernel of the same operation that returned our result, its
+time, ours in the same measurement and the speed-up, on the row of the schedule peer_bench
+times, kernels alone preferred to ABI calls; elsewhere "-" and a note saying why. Also a run's
+key-store summary and the CPU reference row (run 95's formats, read as FILE#member), the
+bytes-only twin over each row's time, and eager times of the same top-K shape only.
 Also: every table committed under bench/results/ is what make_table.py makes of the files its
 "From:" line names, and those files are there. Standard library only; runs under pytest or
 alone."""
@@ -34,6 +40,11 @@ FUSED = "fused key path (key_store.cu)"
 TILE_ORDER = "fused key path, tile order (key_store.cu)"
 HAND_OUT = "fused key path, tile order + hand-out (key_store.cu)"
 TWIN = "traffic twin: these bytes, no arithmetic (key_store_bench.cu)"
+TOPK = "exact top-K (topk.cu)"
+# The table's columns: 0-2 operation, case, kernel; 3 time; 4 bytes; 5 fraction of copy; 6-7
+# eager time and speed-up; 8 the bytes-only twin over the time; 9-12 the fastest upstream
+# kernel, its time, ours beside it, the speed-up over it; 13 notes.
+TWIN_RATIO, UPSTREAM, UPSTREAM_MS, OURS_MS, VS_UPSTREAM, NOTES = 8, 9, 10, 11, 12, 13
 
 
 # --- the benchmarks' files ------------------------------------------------------------------
@@ -125,11 +136,62 @@ def torch_paged_logits_file(folder, fp8_ms, bf16_ms):
                   "gpu": GPU, "fp8_ms": fp8_ms, "bf16_ms": bf16_ms})
 
 
-def torch_topk_file(folder, times):
-    doc = {"rows": 32, "row_length": 131072, "k": 2048, "torch": "2.11.0+cu130", "gpu": GPU}
-    for name, ms in times.items():
-        doc.update({f"{name}_topk_ms": ms, f"{name}_sort_ms": 2.5 * ms})
-    return write(folder, "torch_topk.json", doc)
+def torch_topk_file(folder, times, k=2048, name="torch_topk.json"):
+    doc = {"rows": 32, "row_length": 131072, "k": k, "torch": "2.11.0+cu130", "gpu": GPU}
+    for input_name, ms in times.items():
+        doc.update({f"{input_name}_topk_ms": ms, f"{input_name}_sort_ms": 2.5 * ms})
+    return write(folder, name, doc)
+
+
+# --- bench/peer_bench.cu's files: its JSON, and its run under Nsight Compute -----------------
+
+def peer_key_json(recipe, cases, sequence_length=65536):
+    """peer_bench's JSON of a key store; cases: [(kernel, name, ms, same_as_first)]."""
+    return {"gpu": GPU, "copy_bandwidth_gbps": 4240.0, "stage": "key_store", "recipe": recipe, "tokens": TOKENS,
+            "sequence_length": sequence_length, "page_size": 64, "bytes": 406847488.0,
+            "cases": [{"kernel": kernel, "name": name, "ms": ms, "gbps": 1000.0, "fraction_of_copy": 0.25,
+                       "same_as_first": same} for kernel, name, ms, same in cases]}
+
+
+def peer_topk_json(k, cases):
+    """peer_bench's JSON of a top-K over [32 x 131072]; cases: [(kernel, name, ms, same, rows wrong)]."""
+    return {"gpu": GPU, "copy_bandwidth_gbps": 4240.0, "stage": "topk", "rows": 32, "length": 131072, "k": k,
+            "bytes": 16842752.0,
+            "cases": [{"kernel": kernel, "name": name, "ms": ms, "gbps": 100.0, "fraction_of_copy": 0.03,
+                       "same_as_first": same, "exact_rows_wrong": wrong, "exact_keys_missing": 7 * wrong}
+                      for kernel, name, ms, same, wrong in cases]}
+
+
+def ncu_profile(lines, launches):
+    """peer_bench under `ncu --csv --metrics gpu__time_duration.sum`: its lines (as it prints
+    them: a skipped kernel's line has no time), then one CSV row per launch, in launch order;
+    launches: [(demangled kernel name, ns)]."""
+    head = ["==PROF== Connected to process 7 (/tmp/build-gpu/bench/peer_bench)"] + lines + \
+           ["==PROF== Disconnected from process 7",
+            '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
+            '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"']
+    rows = [f'"{i}","7","peer_bench","127.0.0.1","{name}","1","7","(128, 1, 1)","(264, 1, 1)","0","9.0",'
+            f'"Command line profiler metrics","gpu__time_duration.sum","ns","{ns:,}"' for i, (name, ns) in
+            enumerate(launches)]
+    return "\n".join(head + rows) + "\n"
+
+
+def key_line(recipe, name, ms, same):
+    return f"key {recipe:<14} {name:<60} {ms:.4f} ms  3% of copy  same bytes as first: {same}"
+
+
+def topk_line(k, name, ms, same, wrong):
+    return (f"topk [32 x 131072] K={k:<5} {name:<52} {ms:.4f} ms  0% of copy  same set as first: {same}; "
+            f"against the exact sets: {wrong} rows wrong, {7 * wrong} keys missing")
+
+
+OUR_KEY_KERNEL = "void key_kernel::key_store_kernel<3, 1, 0>(dev::KeyStoreArgs, dev::KeyStoreSchedule)"
+# What our ABI call launches before the kernel (its tile order) and an adapter before upstream's.
+OUR_SETUP = ["dev::<unnamed>::tile_keys_kernel(const int *, int, int, int *, int *)",
+             "void cub::DeviceRadixSortOnesweepKernel<cub::policy_hub<int, int, unsigned int>::Policy1000, 0, int, "
+             "int, unsigned int, int, int, cub::identity_decomposer_t>(T7 *, T7 *, T5 *, const T5 *, T3 *, const T3 *, "
+             "T4 *, const T4 *, T6, int, int, T8)"]
+GLUE = "conformance::token_slots_kernel(const int *, const int *, const int *, long, int, long *)"
 
 
 # --- make_table.py and its table ------------------------------------------------------------
@@ -143,7 +205,7 @@ def table_rows(markdown):
     rows = {}
     for line in markdown.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 9 or cells[0] in ("Operation",) or set(cells[0]) <= set("-:"):
+        if len(cells) < 14 or cells[0] in ("Operation",) or set(cells[0]) <= set("-:"):
             continue
         key = tuple(cells[:3])
         assert key not in rows, f"row {key} appears twice"
@@ -221,7 +283,7 @@ def test_every_kernel_case_has_one_row():
     fp8_store = rows[("key store", "sglang-v4-fp8, 132 B/token", FUSED)]
     assert fp8_store[3] == "0.3097" and fp8_store[4] == "406.9 MB", fp8_store
     assert fp8_store[5] == fraction(406913024, 0.3097, 4221.877935) == "31.1%", fp8_store
-    assert fp8_store[8] == "unfused pipeline, a kernel per stage, 1.166 ms", fp8_store
+    assert fp8_store[NOTES] == "unfused pipeline, a kernel per stage, 1.166 ms", fp8_store
     mma = rows[("paged logits", "fp8 cache", "fp8-mma (paged_logits_mma.cu)")]
     assert mma[3] == "0.3262" and mma[4] == "571.0 MB" and mma[5] == "41.4%", mma
     # The eager time of the same operation and the speed-up over it: 5.18474 / 0.3262.
@@ -238,7 +300,7 @@ def test_every_kernel_case_has_one_row():
         assert row[6] == "-" and row[7] == "-", row
     topk = rows[("top-K", "gaussian-fp32", "exact top-K (topk.cu)")]
     assert topk[3] == "0.0620" and topk[4] == "16.8 MB" and topk[6] == "0.160" and topk[7] == "2.58x", topk
-    assert topk[8] == "with host status check 0.138 ms; CUB full sort 0.876 ms", topk
+    assert topk[NOTES] == "with host status check 0.138 ms; CUB full sort 0.876 ms", topk
 
 
 def check_rows_of(path, kernel, ms_field, rows_per_case):
@@ -275,7 +337,8 @@ def test_tile_order_cases_get_their_own_row():
             key_case("sglang-v4-bf16", 0.1717, copy, twin_ms=0.1560, tile_order_ms=0.1630, build_ms=0.0433),
             key_case("sglang-v4-fp4", 0.2130, copy, twin_ms=0.0, tile_order_ms=0.2051, build_ms=0.0418)])
         rows = check_rows_of(path, TILE_ORDER, "tile_order_ms", 2)
-    assert rows[("key store", "sglang-v4-fp8, 132 B/token", TILE_ORDER)][8] == "order built once per batch in 0.042 ms"
+    assert rows[("key store", "sglang-v4-fp8, 132 B/token", TILE_ORDER)][NOTES] == \
+        "order built once per batch in 0.042 ms"
     assert not any(key[2] == HAND_OUT for key in rows)
 
 
@@ -291,14 +354,14 @@ def test_hand_out_cases_get_a_third_row():
                                 ("sglang-v4-fp4", 0.2149, 0.0), ("dsv32-ref", 0.6242, 0.1184),
                                 ("dsv32-bf16", 0.3946, 0.1542))])
         rows = check_rows_of(older, HAND_OUT, "tile_order_hand_out_ms", 3)
-        note = rows[("key store", "dsv32-ref, 132 B/token", HAND_OUT)][8]
+        note = rows[("key store", "dsv32-ref, 132 B/token", HAND_OUT)][NOTES]
         assert note == "last tiles of the order handed out by counters", note
         newer = key_store_file(d, "newer.json", copy, [
             key_case("sglang-v4-fp8", 0.1388, copy, twin_ms=0.1192, tile_order_ms=0.1384, hand_out_ms=0.1308,
                      per_warp=4)],
             sequence_length=65536, pages="shuffled")
         rows = check_rows_of(newer, HAND_OUT, "tile_order_hand_out_ms", 3)
-        assert rows[("key store", "sglang-v4-fp8, 132 B/token", HAND_OUT)][8] == \
+        assert rows[("key store", "sglang-v4-fp8, 132 B/token", HAND_OUT)][NOTES] == \
             "last tiles of the order handed out by counters, 4 per warp"
 
 
@@ -316,7 +379,7 @@ def test_traffic_twins_get_a_row_where_measured():
     assert len([key for key in rows if key[2] == TWIN]) == 4
     twin = rows[("key store", "sglang-v4-bf16, 256 B/token", TWIN)]
     assert twin[3] == "0.1564" and twin[5] == fraction(536936448, 0.1564, copy) == "81.1%", twin
-    assert twin[8].startswith("reads the rows and page entries and writes the cache rows, computes nothing"), twin
+    assert twin[NOTES].startswith("reads the rows and page entries and writes the cache rows, computes nothing"), twin
 
 
 def test_another_batch_shape_is_another_case():
@@ -398,17 +461,245 @@ def test_a_bundle_makes_the_table_its_files_make_and_a_bad_one_is_refused():
         assert from_files.returncode == 0 and from_bundle.returncode == 0, (from_files.stderr, from_bundle.stderr)
         assert from_bundle.stdout.splitlines()[:-1] == from_files.stdout.splitlines()[:-1]
         assert from_bundle.stdout.splitlines()[-1] == "From: inputs.json"
+        # peer_bench's files in a bundle: a profile finds the JSON of its run beside it there.
+        lines = [key_line("sglang-v4-fp8", "builtin", 60.0, "null"), key_line("sglang-v4-fp8", "up", 40.0, "true")]
+        peers = {"peer-key-sglang-v4-fp8.json": peer_key_json("sglang-v4-fp8", [("builtin", "builtin", 0.3, None),
+                                                                                ("/u.so", "up", 0.34, True)]),
+                 "ncu-key-sglang-v4-fp8.csv": ncu_profile(lines, [(OUR_KEY_KERNEL, 131000)] * 2 +
+                                                          [("void up::k(up::P)", 262000)] * 2)}
+        hand_out = key_store_file(d, "hand-out.json", 4260.0, [key_case("sglang-v4-fp8", 0.14, 4260.0,
+                                                                        tile_order_ms=0.135, hand_out_ms=0.13)])
+        with open(hand_out, encoding="utf-8") as f:
+            keys = {"hand-out.json": json.load(f)}
+        write(d, "inputs.json", {"make_table_inputs": {"--key-store": keys, "--peers": peers}})
+        r = run(["--inputs", bundle])
+        assert r.returncode == 0 and r.stdout.splitlines()[-1] == "From: inputs.json", (r.stderr, r.stdout)
+        hand_out = table_rows(r.stdout)[("key store", "sglang-v4-fp8, 132 B/token", HAND_OUT)]
+        assert hand_out[UPSTREAM_MS:VS_UPSTREAM + 1] == ["0.2620", "0.1310", "2.00x"], hand_out
         write(d, "inputs.json", {"make_table_inputs": {"--tables": {}}})
         r = run(["--inputs", bundle])
         assert r.returncode == 2 and "inputs.json" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_upstream_kernels_stand_beside_the_schedule_peer_bench_times():
+    # sglang-v4-fp8 in key_store_bench's file, and peer_bench's JSON (ABI calls) and profile
+    # (kernels alone) of the same store at the same batch. The profile wins, given first or
+    # last: the fastest upstream implementation that wrote our bytes, summed over its two
+    # kernels per call, beside our kernel alone (neither the adapter's glue nor our tile
+    # order's sort counted), on the hand-out row only (peer_bench's "builtin" schedule).
+    copy = 4241.0
+    with tempfile.TemporaryDirectory() as d:
+        key = key_store_file(d, "key-store.json", copy, [key_case("sglang-v4-fp8", 0.1390, copy, twin_ms=0.1190,
+                                                                  tile_order_ms=0.1385, hand_out_ms=0.1310,
+                                                                  per_warp=4)])
+        names = ("sglang 9.9 two kernels", "sglang 9.9 wrong bytes")
+        abi = write(d, "peer-key-sglang-v4-fp8.json", peer_key_json(
+            "sglang-v4-fp8", [("builtin", "builtin", 0.35, None), ("/a.so", names[0], 0.34, True),
+                              ("/b.so", names[1], 0.10, False)]))
+        ours = [133000, 132000, 132500]  # ns; median 0.1325 ms
+        k1, k2, bad = [200000, 210000, 190000], [110000, 120000, 100000], [50000, 51000, 52000]
+        launches = [x for ns in ours for x in [(OUR_SETUP[0], 3000), (OUR_SETUP[1], 11000), (OUR_SETUP[1], 10000),
+                                               (OUR_KEY_KERNEL, ns)]]
+        launches += [x for a, b in zip(k1, k2) for x in [(GLUE, 7000), ("void sglang::k1<1>(sglang::P)", a),
+                                                         ("void sglang::k2<1>(sglang::P)", b)]]
+        launches += [x for ns in bad for x in [(GLUE, 7000), ("void sglang::bad(sglang::P)", ns)]]
+        lines = [key_line("sglang-v4-fp8", "builtin", 60.1, "null"), key_line("sglang-v4-fp8", names[0], 40.2, "true"),
+                 key_line("sglang-v4-fp8", names[1], 30.3, "false")]
+        profile = os.path.join(d, "ncu-key-sglang-v4-fp8.csv")
+        with open(profile, "w", encoding="utf-8") as f:
+            f.write(ncu_profile(lines, launches))
+        for peers in ([profile, abi], [abi, profile]):
+            r = run(["--key-store", key, "--peers"] + peers)
+            assert r.returncode == 0, r.stderr
+            rows = table_rows(r.stdout)
+            hand_out = rows[("key store", "sglang-v4-fp8, 132 B/token", HAND_OUT)]
+            assert hand_out[UPSTREAM].startswith(names[0] + " [") and hand_out[UPSTREAM_MS] == "0.3100", hand_out
+            assert hand_out[OURS_MS] == "0.1325" and hand_out[VS_UPSTREAM] == "2.34x", hand_out  # 0.31 / 0.1325
+            assert hand_out[TWIN_RATIO] == f"{0.1190 / 0.1310:.2f}" == "0.91", hand_out
+            note = note_of(r.stdout, hand_out[UPSTREAM])
+            assert "Kernels alone" in note and "ncu-key-sglang-v4-fp8.csv" in note and names[1] in note, note
+            for kernel in (FUSED, TILE_ORDER):  # the same operation, another schedule: cited to the hand-out row
+                row = rows[("key store", "sglang-v4-fp8, 132 B/token", kernel)]
+                assert row[UPSTREAM].startswith("- [") and row[UPSTREAM_MS:VS_UPSTREAM + 1] == ["-"] * 3, row
+                assert "default schedule" in note_of(r.stdout, row[UPSTREAM]), row
+            twin = rows[("key store", "sglang-v4-fp8, 132 B/token", TWIN)]
+            assert "yardstick" in note_of(r.stdout, twin[UPSTREAM]) and twin[TWIN_RATIO] == "-", twin
+            assert from_line(r.stdout) == ["key-store.json"] + [os.path.basename(p) for p in peers]
+        # The ABI calls alone: both sides through the same call, the adapter's set-up and our
+        # tile order's included.
+        hand_out = table_rows(run(["--key-store", key, "--peers", abi]).stdout)[
+            ("key store", "sglang-v4-fp8, 132 B/token", HAND_OUT)]
+        assert hand_out[UPSTREAM_MS:VS_UPSTREAM + 1] == ["0.3400", "0.3500", "0.97x"], hand_out
+        # The profile names the recipe, not the batch: it takes that from peer_bench's JSON beside it.
+        os.remove(abi)
+        r = run(["--key-store", key, "--peers", profile])
+        assert r.returncode == 2 and "ncu-key-sglang-v4-fp8.csv" in r.stderr and "peer-*.json" in r.stderr, r.stderr
+
+
+def test_top_k_eager_and_upstream_of_the_same_shape():
+    # The eager file of K = 2048 gives the row of K = 2048 its time, though one of K = 512 comes
+    # later; an upstream timing of K = 512 only is of another shape; the K = 2048 one leaves out
+    # the kernel that returned other sets, however fast.
+    copy = 4245.0
+    with tempfile.TemporaryDirectory() as d:
+        topk = topk_file(d, "topk.json", copy, [("gaussian-fp32", 0.0533, 0.1236, 0.867)])
+        eager = [torch_topk_file(d, {"gaussian-fp32": 0.1600}, 2048, "torch-2048.json"),
+                 torch_topk_file(d, {"gaussian-fp32": 0.9000}, 512, "torch-512.json")]
+        k512 = write(d, "peer-topk-512.json", peer_topk_json(512, [("builtin", "builtin", 0.11, None, 0),
+                                                                   ("/r.so", "ragged", 0.029, True, 0)]))
+        k2048 = write(d, "peer-topk-2048.json", peer_topk_json(2048, [
+            ("builtin", "builtin", 0.1200, None, 0), ("/p.so", "paged", 0.0200, False, 32),
+            ("/r.so", "ragged", 0.0300, True, 0), ("/s.so", "sampled", 0.0310, True, 0)]))
+        r = run(["--topk", topk, "--torch-topk"] + eager + ["--peers", k512])
+        assert r.returncode == 0, r.stderr
+        row = table_rows(r.stdout)[("top-K", "gaussian-fp32", TOPK)]
+        assert row[6] == "0.160" and row[7] == f"{0.16 / 0.0533:.2f}x" == "3.00x", row
+        assert row[UPSTREAM].startswith("- [") and row[UPSTREAM_MS] == "-", row
+        assert "another shape only ([32 x 131072] K=512)" in note_of(r.stdout, row[UPSTREAM]), r.stdout
+        r = run(["--topk", topk, "--peers", k512, k2048])
+        row = table_rows(r.stdout)[("top-K", "gaussian-fp32", TOPK)]
+        assert row[UPSTREAM].startswith("ragged [") and \
+            row[UPSTREAM_MS:VS_UPSTREAM + 1] == ["0.0300", "0.1200", "0.25x"], row
+        assert "left out for a different result: paged" in note_of(r.stdout, row[UPSTREAM]), r.stdout
+        assert row[6] == "-", row  # no eager file given
+
+
+def test_the_notes_say_why_no_upstream_kernel_stands_beside_a_row():
+    # A conformance bundle: peer_bench's JSON of sglang-v4-fp8, a passing verify of an upstream
+    # key store of sglang-v4-bf16, a failing one of sglang-v4-fp4, a top-K verify of dsv32-ref,
+    # a passing capture compare of dsv32-bf16, and a log. The rows of each recipe say which
+    # applies; paged logits, which no peer timing covers, say so.
+    copy = 4230.0
+    with tempfile.TemporaryDirectory() as d:
+        key = key_store_file(d, "key-store.json", copy, [key_case(r, 0.2, copy) for r in KEY_STORE])
+        logits = paged_logits_file(d, "paged-logits.json", copy, [("fp8", "fp8-mma", 0.154)])
+
+        def verify(recipe, kernel, passed, key_store=True):
+            return {"recipe": recipe, "kernel": kernel, "pass": passed, "capabilities": {"key_store": key_store}}
+        bundle = write(d, "conformance.json", {
+            "peer-key-sglang-v4-fp8.json": peer_key_json("sglang-v4-fp8", [("builtin", "builtin", 0.3, None),
+                                                                           ("/u.so", "up fp8", 0.4, True)]),
+            "verify-up-sglang-v4-bf16.json": verify("sglang-v4-bf16", "up bf16 kernel", True),
+            "verify-up-sglang-v4-fp4.json": verify("sglang-v4-fp4", "up fp4 kernel", False),
+            "verify-topk-dsv32-ref.json": verify("dsv32-ref", "up top-K", True, key_store=False),
+            "compare-capture-dsv32-bf16.json": {"recipe": "dsv32-bf16", "kernel": "kernels.py: _k", "pass": True,
+                                                "capture": "/c.h5", "engine": "engine 1.0 (sdist), torch"},
+            "run.log": "build 100 s\n"})
+        r = run(["--key-store", key, "--paged-logits", logits, "--peers", bundle])
+        assert r.returncode == 0, r.stderr
+        rows = table_rows(r.stdout)
+
+        def why(recipe):
+            return note_of(r.stdout, rows[("key store", f"{recipe}, {KEY_STORE[recipe][0]} B/token", FUSED)][UPSTREAM])
+        assert "default schedule" in why("sglang-v4-fp8"), why("sglang-v4-fp8")  # timed: on the hand-out row
+        assert why("sglang-v4-bf16").startswith("An upstream kernel stores this recipe's keys byte-exact (up bf16 "
+                                                "kernel: conformance.json)"), why("sglang-v4-bf16")
+        assert "(engine 1.0: kernels.py: _k: conformance.json)" in why("dsv32-bf16"), why("dsv32-bf16")
+        for recipe in ("sglang-v4-fp4", "dsv32-ref"):  # a failing verify and a top-K one implement no key store
+            assert why(recipe).startswith("No upstream kernel implements the recipe"), why(recipe)
+        logits_row = rows[("paged logits", "fp8 cache", "fp8-mma (paged_logits_mma.cu)")]
+        assert note_of(r.stdout, logits_row[UPSTREAM]) == \
+            "No upstream timing of this operation is in the inputs (they time: key store).", r.stdout
+        assert from_line(r.stdout) == ["key-store.json", "paged-logits.json", "conformance.json"]
+        # No peer timings at all: every row says so.
+        r = run(["--key-store", key])
+        assert {row[UPSTREAM] for row in table_rows(r.stdout).values()} == {"- [1]"}, r.stdout
+        assert "[1] No upstream timings were given (--peers)." in r.stdout.splitlines(), r.stdout
+
+
+def test_a_run_summary_and_the_cpu_reference_from_members_of_a_bundle():
+    # A run's bundle as run 95's: the key store summarised per recipe and sequence length (three
+    # schedules and the bytes-only twin; the best schedule's fraction of copy, no bytes) and the
+    # CPU reference against PyTorch on one core, alternating; each read as FILE#member.
+    def entry(length, batch, tile, hand_out, twin):
+        return {"recipe": "sglang-v4-fp8", "sequence_length": length, "store_bytes_per_token": 132,
+                "kernel_path": "sglang-v4-fp8", "lanes_per_head": 1, "batch_order_ms": batch, "tile_order_ms": tile,
+                "hand_out_ms": hand_out, "best_fraction_of_copy": 0.74, "twin_bytes_only_ms": twin,
+                "twin_with_rope_rows_ms": 0.1324, "best_over_bytes_only_twin": round(twin / hand_out, 3)}
+    with tempfile.TemporaryDirectory() as d:
+        bundle = write(d, "run95.json", {"run": 95, "key_store": [entry(65536, 0.1369, 0.1388, 0.1304, 0.1188),
+                                                                  entry(4096, 0.1372, 0.1369, 0.1299, 0.1187)],
+                                         "cpu_job": {"job": "the CPU job, one core", "torch": "2.11.0",
+                                                     "alternating_medians_ms": [{"reference": 34.2, "torch": 113.7},
+                                                                                {"reference": 37.2, "torch": 128.5},
+                                                                                {"reference": 33.6, "torch": 130.0}]}})
+        eager = torch_key_path_file(d, 7.4308, 6.5203)
+        r = run(["--key-store", bundle + "#key_store", "--cpu", bundle + "#cpu_job", "--torch-key-path", eager])
+        assert r.returncode == 0, r.stderr
+        rows = table_rows(r.stdout)
+        for case, times, twin in (("", (0.1369, 0.1388, 0.1304), 0.1188),
+                                  (", sequences of 4K positions", (0.1372, 0.1369, 0.1299), 0.1187)):
+            for kernel, ms in zip((FUSED, TILE_ORDER, HAND_OUT), times):
+                row = rows[("key store", "sglang-v4-fp8, 132 B/token" + case, kernel)]
+                assert row[3] == f"{ms:.4f}" and row[4] == "-", row  # no bytes recorded
+                assert row[5] == ("74.0%" if kernel == HAND_OUT else "-"), row  # the best schedule's only
+                assert row[TWIN_RATIO] == f"{twin / ms:.2f}", row
+                assert row[6:8] == (["7.431", f"{7.4308 / ms:.1f}x"] if not case else ["-", "-"]), row
+            assert rows[("key store", "sglang-v4-fp8, 132 B/token" + case, TWIN)][3] == f"{twin:.4f}"
+        cpu = rows[("CPU reference", "the CPU job, one core", "reference/, one core (bench/reference_bench)")]
+        assert cpu[3] == "34.2" and cpu[6] == "128.5" and cpu[7] == f"{128.5 / 34.2:.2f}x" == "3.76x", cpu
+        assert "34.2 / 37.2 / 33.6" in cpu[NOTES] and "113.7 / 128.5 / 130" in cpu[NOTES], cpu
+        assert from_line(r.stdout) == ["run95.json#key_store", "run95.json#cpu_job", "torch_key_path.json"]
+
+
+def test_malformed_peer_and_summary_inputs_are_usage_errors():
+    # Each names its file (or member) and the field on one line of stderr, and exits 2.
+    with tempfile.TemporaryDirectory() as d:
+        key = key_store_file(d, "key.json", 4200.0, [key_case("sglang-v4-fp8", 0.13, 4200.0)])
+        bad_ms = peer_key_json("sglang-v4-fp8", [("builtin", "builtin", 0.3, None), ("/u.so", "up", "fast", True)])
+        no_ours = peer_key_json("sglang-v4-fp8", [("/u.so", "up", 0.4, True)])
+        files = {"bad-ms.json": bad_ms, "no-ours.json": no_ours,
+                 "bundle.json": {"key_store": [{"recipe": "sglang-v4-fp8", "sequence_length": 65536}],
+                                 "cpu_job": {"job": "cpu", "alternating_medians_ms": []}, "log": "no peers here"}}
+        paths = {name: write(d, name, doc) for name, doc in files.items()}
+        # Two timed kernels, but their launches make one group: they cannot be told apart.
+        merged = os.path.join(d, "ncu-topk-2048.csv")
+        with open(merged, "w", encoding="utf-8") as f:
+            f.write(ncu_profile([topk_line(2048, "builtin", 9.1, "null", 0), topk_line(2048, "up", 9.2, "true", 0)],
+                                [("void dev::topk_kernel<2>(dev::TopKArgs, int *)", 47000)] * 3))
+        for args, named in ((["--peers", paths["bad-ms.json"]], ("bad-ms.json", "'ms'")),
+                            (["--peers", paths["no-ours.json"]], ("no-ours.json", "builtin")),
+                            (["--peers", merged], ("ncu-topk-2048.csv", "groups")),
+                            (["--peers", paths["bundle.json"] + "#log"], ("bundle.json#log",)),
+                            (["--peers", paths["bundle.json"]], ("bundle.json", "no peer_bench")),
+                            (["--key-store", paths["bundle.json"] + "#nope"], ("bundle.json#nope", "'nope'")),
+                            (["--key-store", paths["bundle.json"] + "#key_store"], ("bundle.json#key_store[0]",
+                                                                                     "store_bytes_per_token")),
+                            (["--cpu", paths["bundle.json"] + "#cpu_job"], ("bundle.json#cpu_job", "empty"))):
+            r = run((["--key-store", key] if args[0] != "--key-store" else []) + args)
+            assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1, (args, r.stderr)
+            assert all(n in r.stderr for n in named), (args, named, r.stderr)
+
+
+def note_of(markdown, cell):
+    """The text of the numbered note a cell cites ("name [3]" or "- [3]")."""
+    number = cell.rsplit("[", 1)[1].rstrip("]")
+    for line in markdown.splitlines():
+        if line.startswith(f"[{number}] "):
+            return line[len(number) + 3:]
+    raise AssertionError(f"no note [{number}]")
+
+
+def from_line(markdown):
+    last = markdown.rstrip("\n").splitlines()[-1]
+    assert last.startswith("From: "), last
+    return last[len("From: "):].split(", ")
 
 
 # --- the committed tables -------------------------------------------------------------------
 
 def option_of(doc):
     """Which make_table.py option a benchmark file is for, from what it holds."""
+    if isinstance(doc, str):  # peer_bench's Nsight Compute profile
+        return "--peers"
+    if isinstance(doc, list):  # a run's key-store summary
+        return "--key-store"
     if "make_table_inputs" in doc:
         return "--inputs"
+    if "stage" in doc or any(k.startswith(("peer-", "ncu-")) for k in doc):  # peer_bench's files, or a bundle of them
+        return "--peers"
+    if "alternating_medians_ms" in doc:
+        return "--cpu"
     if "cases" in doc:
         first = doc["cases"][0]
         return "--key-store" if "recipe" in first else "--paged-logits" if "cache" in first else "--topk"
@@ -427,10 +718,15 @@ def test_committed_tables_are_made_from_committed_files():
         assert last.startswith("From: "), (table, last)
         args = {}
         for name in last[len("From: "):].split(", "):
-            path = os.path.join(RESULTS, name)
+            file_name, _, member = name.partition("#")  # FILE#a/b: the member b of a in FILE
+            path = os.path.join(RESULTS, file_name)
             assert os.path.isfile(path), f"{os.path.basename(table)} is made from {name}, which is not in bench/results"
             with open(path, encoding="utf-8") as f:
-                args.setdefault(option_of(json.load(f)), []).append(path)
+                doc = json.load(f)
+            for key in member.split("/") if member else []:
+                assert key in doc, f"{os.path.basename(table)} is made from {name}, which {file_name} does not hold"
+                doc = doc[key]
+            args.setdefault(option_of(doc), []).append(os.path.join(RESULTS, name))
         assert len(args.get("--inputs", [])) <= 1, (table, "one bundle at most")
         r = run([a for option, files in args.items() for a in [option] + files])
         assert r.returncode == 0, (table, r.stderr)
