@@ -5,6 +5,11 @@
 //                                                   x 64K positions, pages of 64, shuffled
 //   peer_bench OUT.json topk ROWS LENGTH K KERNEL... top-K of fp32 rows of LENGTH scores
 // KERNEL: "builtin" (our kernels, the default schedule) or a plug-in's path.
+// Key-store calls repeat one batch: our table keeps its tile order from one call to the
+// next when the positions are the same (device/plugins/abi_kernels.cuh).
+// DSAF_PEER_NEW_POSITIONS=1 alternates two batches of the same tokens, the first 64 in
+// another order (tokens 0-31 and 32-63 exchanged), so that no call's positions are the
+// previous call's and every call of ours sorts its tiles; the cache bytes are the same.
 // Times are the median of 21 calls (CUDA events around the ABI call: an adapter's index
 // and table set-up is counted, as a caller of it pays it); DSAF_PEER_RUNS=N changes the
 // count and drops the warm-ups (a profiler run: scripts/conformance.sh times the kernels
@@ -155,6 +160,17 @@ std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>&
   a.page_size = kPage;
   a.recipe = abi_recipe.get();
 
+  // The second batch of DSAF_PEER_NEW_POSITIONS: tokens 0-31 and 32-63 exchanged (one
+  // sequence, so only their positions and rows move).
+  const bool new_positions = std::getenv("DSAF_PEER_NEW_POSITIONS") != nullptr;
+  dsaf_key_store_args_v2 swapped = a;
+  if (new_positions) {
+    std::swap_ranges(input.begin(), input.begin() + 32 * 128, input.begin() + 32 * 128);
+    std::swap_ranges(positions.begin(), positions.begin() + 32, positions.begin() + 32);
+    swapped.input = upload(input);
+    swapped.positions = upload(positions);
+  }
+
   const double bytes = static_cast<double>(kTokens) * (256 + token_bytes);
   std::string json;
   std::vector<uint8_t> first;
@@ -168,8 +184,10 @@ std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>&
       std::printf("key %-14s %-60s refused: %s\n", recipe_name.c_str(), k.table->name, k.table->last_error());
       continue;
     }
+    bool odd = false;
     const auto call = [&] {
-      if (k.table->key_store(&a) != 0) {
+      odd = new_positions && !odd;
+      if (k.table->key_store(odd ? &swapped : &a) != 0) {
         std::fprintf(stderr, "peer_bench: %s: %s\n", k.spec.c_str(), k.table->last_error());
         std::exit(2);
       }
@@ -184,7 +202,9 @@ std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>&
   }
   return "  \"stage\": \"key_store\",\n  \"recipe\": \"" + recipe_name + "\",\n  \"tokens\": " +
          std::to_string(kTokens) + ",\n  \"sequence_length\": " + std::to_string(seq_len) +
-         ",\n  \"page_size\": " + std::to_string(kPage) + ",\n  \"bytes\": " + std::to_string(bytes) +
+         ",\n  \"page_size\": " + std::to_string(kPage) +
+         ",\n  \"positions\": \"" + (new_positions ? "alternating" : "repeated") +
+         "\",\n  \"bytes\": " + std::to_string(bytes) +
          ",\n  \"cases\": [\n" + json + "\n  ]";
 }
 

@@ -62,14 +62,15 @@ struct KeyStoreArgs {
 // key_store_tile_tokens(recipe, lanes_per_head) consecutive tokens (the last one may be
 // short), on persistent warps:
 //  - batch order (no tile_order): warp g of W takes tiles g, g + W, g + 2W, ...;
-//  - tile order: tile_order, a permutation of all [0, tiles) (KeyTileOrder builds one),
-//    and warp g takes the contiguous run tile_order[g T / W .. (g + 1) T / W - 1] of the T
-//    tiles. A warp whose next tile has exactly the positions of its current one keeps that
-//    tile's RoPE rows instead of reading them again (256 bytes a token from L2, as many as
-//    the input). In a batched prefill the sequences share positions 0, 1, 2, ..., so
-//    sorting tiles by position puts tiles that share rows next to each other. The launcher
-//    cannot check the permutation (it stays on the device, like the page tables): a
-//    tile_order that is not one leaves tiles unwritten or written twice;
+//  - tile order: tile_order, a permutation of all [0, tiles) (build_key_tile_order builds
+//    one, KeyTileOrderCache keeps one), and warp g takes the contiguous run
+//    tile_order[g T / W .. (g + 1) T / W - 1] of the T tiles. A warp whose next tile has
+//    exactly the positions of its current one keeps that tile's RoPE rows instead of
+//    reading them again (256 bytes a token from L2, as many as the input). In a batched
+//    prefill the sequences share positions 0, 1, 2, ..., so sorting tiles by position puts
+//    tiles that share rows next to each other. The launcher cannot check the permutation
+//    (it stays on the device, like the page tables): a tile_order that is not one leaves
+//    tiles unwritten or written twice;
 //  - hand-out (tile order + tile_counters): the runs cover all but the order's last
 //    hand_out_tiles_per_warp x W tiles, which go one at a time to the warps that finish
 //    their runs first. The counters are two int32 in device memory, zero before the first
@@ -89,21 +90,43 @@ struct KeyStoreSchedule {
 enum class KeyTileWalk { kBatchOrder, kTileOrder, kHandOut };
 const char* to_string(KeyTileWalk walk);
 
-// A tile order for one batch (and hand-out counters), in device memory it owns: tiles of
-// tile_tokens tokens sorted by the position of their first token, stably, by
-// build_key_tile_order. apply() points a schedule at it. Throws as build_key_tile_order.
-class KeyTileOrder {
+// Tile orders (build_key_tile_order's) and hand-out counters in device buffers kept from
+// one build to the next, for a caller that launches batch after batch on stream 0 (the C
+// ABI's "builtin" table keeps one per device: device/plugins/abi_kernels.cuh).
+//  - build() enqueues one launch and does not wait for it; it points `schedule` at the
+//    order (and, for kHandOut, at the counters; for kBatchOrder at neither, building
+//    nothing). The order stays valid for launches enqueued before the next build() on this
+//    object, which rewrites it: a caller that builds from several host threads must hold
+//    one lock from build() until the launch that reads the order is enqueued.
+//  - The buffers grow (to a power of two of tiles) and never shrink: a build of no more
+//    tiles than an earlier one allocates nothing and does not synchronise. A growth waits
+//    for the device once (launches enqueued earlier may read the old order), then frees.
+//  - The order is written only when it can change: tiles whose keys (build_key_tile_order's)
+//    never decrease get the identity, and a build with the previous build's tile count and
+//    key bits whose keys all equal that build's keeps the order already there. The launch
+//    decides, on the device; it sorts only tiles it has not seen sorted.
+//  - The counters are zeroed when allocated; every launch leaves them zero (api.h
+//    KeyStoreSchedule), so they serve every launch of this object's orders, one at a time.
+//  - Bound to the device current at the first build (kBadInput on another). The destructor
+//    waits for the device and frees the buffers.
+// Throws as build_key_tile_order, and (kEnvironment) for CUDA errors.
+class KeyTileOrderCache {
  public:
-  KeyTileOrder(const int32_t* positions, int64_t num_tokens, int tile_tokens, int rope_positions, KeyTileWalk walk);
-  ~KeyTileOrder();
-  KeyTileOrder(const KeyTileOrder&) = delete;
-  KeyTileOrder& operator=(const KeyTileOrder&) = delete;
-  void apply(KeyStoreSchedule& schedule) const;
+  KeyTileOrderCache() = default;
+  ~KeyTileOrderCache();
+  KeyTileOrderCache(const KeyTileOrderCache&) = delete;
+  KeyTileOrderCache& operator=(const KeyTileOrderCache&) = delete;
+  void build(const int32_t* positions, int64_t num_tokens, int tile_tokens, int rope_positions, KeyTileWalk walk,
+             KeyStoreSchedule& schedule);
 
  private:
-  int tile_tokens_;
-  int32_t* order_ = nullptr;
+  int device_ = -1;
+  int resident_blocks_ = 0;  // the order kernel's, on device_
+  int64_t capacity_ = 0;     // tiles the buffers hold
+  void* buffers_ = nullptr;  // the order, then build_key_tile_order's scratch, for capacity_ tiles
   int32_t* counters_ = nullptr;
+  int64_t held_tiles_ = 0;  // tile count and key bits of the order in buffers_ (0: none)
+  int held_bits_ = 0;
 };
 
 // Tokens per tile of the key kernel at a lane-group width (kAutoLanesPerHead: the width
@@ -113,11 +136,14 @@ int key_store_tile_tokens(const ref::RecipeFields& recipe, int lanes_per_head);
 size_t key_tile_order_scratch_bytes(int64_t num_tokens, int tile_tokens);
 // Writes to `order` (device, ceil(num_tokens / tile_tokens) entries) the tiles of
 // tile_tokens tokens sorted by the position of their first token, stably (equal positions
-// keep batch order); positions in [0, rope_positions) sort by value, others still yield a
-// permutation. The order depends on positions only: a serving stack builds it once per
-// batch and uses it for every layer. Stream 0. Throws dsaf::Error (kBadInput) for
-// num_tokens outside [1, 2^31), a tile size that is not 1, 2, 4, 8, 16 or 32, or scratch
-// smaller than key_tile_order_scratch_bytes.
+// keep batch order); positions in [0, rope_positions) sort by value, others by their low
+// key_bits bits (those of rope_positions - 1), still into a permutation. Tiles whose keys
+// never decrease (one sequence, say) are already in that order: the launch writes the
+// identity and sorts nothing. The order depends on positions only: a serving stack builds it once per batch
+// and uses it for every layer. Stream 0, one cooperative launch; the host does not wait,
+// and nothing in `scratch` is read before it is written. Throws dsaf::Error (kBadInput)
+// for num_tokens outside [1, 2^31), a tile size that is not 1, 2, 4, 8, 16 or 32,
+// rope_positions below 1, or scratch smaller than key_tile_order_scratch_bytes.
 void build_key_tile_order(const int32_t* positions, int64_t num_tokens, int tile_tokens, int rope_positions,
                           int32_t* order, void* scratch, size_t scratch_bytes);
 

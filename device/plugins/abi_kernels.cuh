@@ -20,6 +20,9 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,7 @@
 #include "device/head/quantize.cuh"
 #include "device/kernel_abi.h"
 #include "device/kernel_abi_convert.h"
+#include "device/launch.h"
 
 namespace dsaf::dev {
 
@@ -158,6 +162,30 @@ inline AbiKeyStore from_abi_call(const dsaf_key_store_args_v2& a) {
 // positions are (for v1 calls, which do not pass the table's length).
 inline constexpr int kAnyRopePositions = 1 << 30;
 
+// The tile orders of the key-store calls: a KeyTileOrderCache (api.h) a device, kept for
+// the life of the process or of the plug-in library that holds this table (freed at exit
+// or unload, after waiting for the device). A call holds `mutex` from its build until its
+// launches are enqueued on stream 0: no other thread's build rewrites the order in
+// between, and stream order keeps it in place until those launches have run. Once the
+// buffers have grown to a batch, a call allocates nothing and does not wait for the device.
+struct AbiTileOrders {
+  std::mutex mutex;
+  std::map<int, std::unique_ptr<KeyTileOrderCache>> by_device;  // under mutex
+};
+inline AbiTileOrders& abi_tile_orders() {
+  static AbiTileOrders orders;
+  return orders;
+}
+
+// The current device's cache; `orders.mutex` held.
+inline KeyTileOrderCache& abi_tile_order_cache(AbiTileOrders& orders) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::unique_ptr<KeyTileOrderCache>& cache = orders.by_device[device];
+  if (cache == nullptr) cache = std::make_unique<KeyTileOrderCache>();
+  return *cache;
+}
+
 // The pages a batch's page tables name, counted on the host (a v1 call's cache size).
 inline int64_t cache_bytes_named(const KeyStoreArgs& a) {
   std::vector<int32_t> seq(a.num_tokens);
@@ -181,9 +209,13 @@ int abi_key_store(const Call* a, const AbiSchedule& s) {
     schedule.max_blocks = s.max_blocks;
     const int rope_positions = k.rope_positions > 0 ? static_cast<int>(std::min<int64_t>(k.rope_positions, INT32_MAX))
                                                     : kAnyRopePositions;
-    const KeyTileOrder order(args.positions, args.num_tokens, key_store_tile_tokens(args.recipe, s.lanes),
-                             rope_positions, s.walk);
-    order.apply(schedule);
+    AbiTileOrders& orders = abi_tile_orders();
+    std::unique_lock<std::mutex> order_lock(orders.mutex, std::defer_lock);  // until the launches are enqueued
+    if (s.walk != KeyTileWalk::kBatchOrder && args.num_tokens != 0) {
+      order_lock.lock();
+      abi_tile_order_cache(orders).build(args.positions, args.num_tokens, key_store_tile_tokens(args.recipe, s.lanes),
+                                         rope_positions, s.walk, schedule);
+    }
     constexpr StoreTamper kTamper = store_tamper<kBug>();
     if constexpr (kTamper.active) {
       // Run the correct kernel into a copy of the cache, then move or overwrite its bytes.
