@@ -3,6 +3,7 @@
 // member carries a kernel field, and every preset's kernel fields survive the round trip.
 #include "device/kernel_abi_convert.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -101,6 +102,31 @@ TEST(AbiRecipe, V2CarriesEveryKernelFieldByPath) {
   EXPECT_EQ(dsaf_recipe_field(abi.get(), "no.such.field", -7.0), -7.0);
   // v1's struct inside holds the same values.
   EXPECT_EQ(abi.get()->v1.key_quant.block, 32);
+}
+
+// A plug-in host may list the fields in any order: the in-order pass and the lookup of the
+// rest give the same recipe (the list's fields over v1's struct, which here holds zeros).
+TEST(AbiRecipe, V2FieldsInAnyOrderGiveTheSameRecipe) {
+  ref::Recipe changed = ref::preset("sglang-v4-fp4");
+  changed.key_norm.eps = 1e-5f;
+  const AbiRecipeV2 abi(changed);
+  dsaf_recipe_v2 copy = *abi.get();
+  copy.v1 = dsaf_recipe_v1{};
+  std::vector<dsaf_field_v2> fields(copy.fields, copy.fields + copy.num_fields);
+  for (const auto& order : {std::vector<size_t>{}, std::vector<size_t>{0, 1}, std::vector<size_t>{5, 17}}) {
+    std::vector<dsaf_field_v2> shuffled = fields;
+    if (order.empty()) {
+      std::reverse(shuffled.begin(), shuffled.end());
+    } else {
+      std::swap(shuffled[order[0]], shuffled[order[1]]);
+    }
+    copy.fields = shuffled.data();
+    const ref::RecipeFields back = from_abi(copy);
+    ref::for_each_field([&](const ref::FieldInfo& f, auto) {
+      if (!f.has(ref::kKernelField)) return;
+      EXPECT_EQ(ref::field_value_json(back, f.path), ref::field_value_json(changed, f.path)) << f.path;
+    });
+  }
 }
 
 TEST(AbiRecipe, V2RefusesAFieldThisBuildDoesNotKnow) {
