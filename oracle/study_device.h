@@ -155,7 +155,9 @@ class DeviceSequence {
 void check_key_slots(const std::string& where, const ref::Recipe& recipe, const ActivationSource& acts,
                      const ref::RopeTable& rope, const std::vector<uint8_t>& cache, int page_size,
                      const std::vector<int64_t>& positions, const std::vector<float>& k_inputs);
-// Query row `row` of the kernel's result holds the reference's codes, scales and weights.
+// Query row `row` of the kernel's result holds the reference's codes, scales and weights;
+// fp8 scales left unwritten in the whole batch (all zero: folded into the weights, which
+// the logits read instead) are not compared, as verify does not.
 void check_query_row(const std::string& where, const ref::Recipe& recipe, const dev::HostQueryResult& kernel,
                      int64_t row, const ref::QueryOutput& expected);
 // A logits row: exact-order — every valid score's fp32 bits equal `expected` (the

@@ -262,7 +262,9 @@ TEST(CliVerify, ExitsTwoWithoutAGpuAndPassesOurKernelsWithOne) {
 TEST(CliStudies, TheDeviceModeExitsTwoWithoutAGpuAndRunsWithOne) {
   const CliRun r = run_capturing_stderr("sweep --recipes sglang-v4-fp8 --context 2k --queries 2 --topk 64 --heads 8 "
                                         "--device gpu");
-  if (exits_two_without_a_gpu(r)) EXPECT_NE(r.out.find("device time per stage"), std::string::npos) << r.out;
+  if (exits_two_without_a_gpu(r)) {
+    EXPECT_NE(r.out.find("device time per stage"), std::string::npos) << r.out;
+  }
 }
 
 }  // namespace

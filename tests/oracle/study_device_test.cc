@@ -9,6 +9,7 @@
 //  - stages the kernel lacks run on the fallback, and the result says so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -35,7 +36,7 @@ namespace {
 
 using ref::kHeadDim;
 
-enum class Fault { kNone, kLogitBit, kCacheByte, kQueryWeight, kTopKEntry, kNanLogit };
+enum class Fault { kNone, kLogitBit, kCacheByte, kQueryWeight, kQueryScale, kFoldedScales, kTopKEntry, kNanLogit };
 
 struct Provides {
   bool key_store = true, query_path = true, logits = true, topk = true;
@@ -90,6 +91,10 @@ class ReferenceKernel : public dev::KernelUnderTest {
   dev::HostQueryResult query_quant(const dev::HostQueryBatch& q) const override {
     dev::HostQueryResult out = test::reference_query_quant(recipe_of(q.recipe), q);
     if (fault_ == Fault::kQueryWeight) out.weights.back() = std::nextafter(out.weights.back(), 1e30f);
+    if (fault_ == Fault::kQueryScale) out.scales.back() ^= 0x01;
+    // Scales folded into the weights and never written (the logits below do not read fp8 q
+    // scales: the weights carry them).
+    if (fault_ == Fault::kFoldedScales) std::fill(out.scales.begin(), out.scales.end(), 0);
     return out;
   }
   // Exact-order logits from the bytes given: the cache's keys and the queries' codes
@@ -267,6 +272,10 @@ TEST(DeviceStudyChecks, AFlippedCacheByteIsLocated) {
 }
 TEST(DeviceStudyChecks, AWrongFoldedWeightIsLocated) {
   expect_mismatch(Fault::kQueryWeight, "query row 5 head 7: the folded weights differ");
+}
+TEST(DeviceStudyChecks, AWrongQueryScaleIsLocatedAndFoldedScalesPass) {
+  expect_mismatch(Fault::kQueryScale, "query row 5 head 7: the scales differ");
+  EXPECT_EQ(faulty_sweep(Fault::kFoldedScales, 6, 300), "");
 }
 TEST(DeviceStudyChecks, ADroppedTopKEntryIsLocated) {
   expect_mismatch(Fault::kTopKEntry, "query row 5 (position 174): the top-K row breaks its ordered contract");
