@@ -11,11 +11,11 @@ a numbered note under the table says why. The inputs are the JSON files the benc
 (bench/results/):
   --key-store    bench/key_store_bench.cu     cases {recipe, fused_ms, unfused_ms, bytes, ...};
                  or a list of run summaries   [{recipe, sequence_length, store_bytes_per_token,
-                 (run 95's "key_store")        batch_order_ms, tile_order_ms, hand_out_ms,
+                 (a bundle's "key_store")      batch_order_ms, tile_order_ms, hand_out_ms,
                                                twin_bytes_only_ms, best_fraction_of_copy, ...}]
   --paged-logits bench/paged_logits_bench.cu  cases {cache, kernel, ms, bytes, ...}
   --topk         bench/topk_bench.cu          cases {input, topk_ms, topk_checked_ms, cub_full_sort_ms, bytes, ...}
-  --cpu          the CPU reference against PyTorch on one core, alternating (run 95's "cpu_job"):
+  --cpu          the CPU reference against PyTorch on one core, alternating (a bundle's "cpu_job"):
                  {job, alternating_medians_ms: [{reference, torch}], torch}
   --torch-key-path     bench/torch_key_path.py      {fp8_ms, bf16_ms}
   --torch-paged-logits bench/torch_paged_logits.py  {fp8_ms, bf16_ms}

@@ -265,7 +265,10 @@ std::string StudyTimings::text(double copy_gbps) const {
 
 DeviceSequence::DeviceSequence(const StageKernels& kernels, const ref::Recipe& recipe, const ActivationSource& acts,
                                int64_t n, int page_size, const ref::RopeTable& rope, StudyTimings* timings)
-    : kernels_(kernels), recipe_(recipe), acts_(acts), n_(n), page_size_(page_size), rope_(rope), timings_(timings) {
+    : kernels_(kernels), recipe_(recipe), acts_(acts), n_(n), page_size_(page_size), timings_(timings) {
+  // The RoPE rows the sequence's positions use, [0, n): the study's table may be longer.
+  rope_cos_.assign(rope.cos(0), rope.cos(0) + static_cast<size_t>(n) * 32);
+  rope_sin_.assign(rope.sin(0), rope.sin(0) + static_cast<size_t>(n) * 32);
   const int64_t pages = (n + page_size - 1) / page_size;
   page_table_.resize(pages);
   std::iota(page_table_.begin(), page_table_.end(), 0);
@@ -284,27 +287,31 @@ std::vector<uint8_t> DeviceSequence::store(std::vector<uint8_t> cache, const std
   const int64_t chunk = kernels_.key_max_tokens > 0 ? kernels_.key_max_tokens : total;
   const int row_bytes = ref::value_bytes_per_head(recipe_.key_quant.format) +
                         ref::scale_bytes_per_head(recipe_.key_quant.format);
+  // What every chunk shares; a chunk then sets its inputs, positions and the cache.
+  dev::HostKeyBatch b;
+  b.bf16 = !kernels_.key_input_fp32;
+  b.page_tables = page_table_;
+  b.page_table_stride = static_cast<int64_t>(page_table_.size());
+  b.page_size = page_size_;
+  b.rope_cos = rope_cos_;
+  b.rope_sin = rope_sin_;
+  if (acts_.norm_weight() != nullptr) b.norm_weight.assign(acts_.norm_weight(), acts_.norm_weight() + kHeadDim);
+  if (acts_.norm_bias() != nullptr) b.norm_bias.assign(acts_.norm_bias(), acts_.norm_bias() + kHeadDim);
+  b.recipe = recipe_;
   for (int64_t begin = 0; begin < total; begin += chunk) {
     const int64_t count = std::min(chunk, total - begin);
-    dev::HostKeyBatch b;
-    b.bf16 = !kernels_.key_input_fp32;
+    b.input_bf16.clear();
+    b.input_f32.clear();
     if (b.bf16) {
       b.input_bf16.resize(count * kHeadDim);
       for (int64_t i = 0; i < count * kHeadDim; ++i) b.input_bf16[i] = ref::encode_bf16(inputs[begin * kHeadDim + i]);
     } else {
       b.input_f32.assign(inputs + begin * kHeadDim, inputs + (begin + count) * kHeadDim);
     }
+    b.positions.clear();
     for (int64_t t = begin; t < begin + count; ++t) b.positions.push_back(static_cast<int32_t>(positions[t]));
     b.seq.assign(count, 0);
-    b.page_tables = page_table_;
-    b.page_table_stride = static_cast<int64_t>(page_table_.size());
-    b.page_size = page_size_;
-    b.rope_cos.assign(rope_.cos(0), rope_.cos(0) + static_cast<size_t>(rope_.num_positions()) * 32);
-    b.rope_sin.assign(rope_.sin(0), rope_.sin(0) + static_cast<size_t>(rope_.num_positions()) * 32);
-    if (acts_.norm_weight() != nullptr) b.norm_weight.assign(acts_.norm_weight(), acts_.norm_weight() + kHeadDim);
-    if (acts_.norm_bias() != nullptr) b.norm_bias.assign(acts_.norm_bias(), acts_.norm_bias() + kHeadDim);
     b.cache = std::move(cache);
-    b.recipe = recipe_;
     const double bytes = static_cast<double>(count) * (kHeadDim * (b.bf16 ? 2 : 4) + row_bytes);
     cache = timed(timings_, "keys", kernel, bytes, [&] { return kernel.key_store(b); });
   }
@@ -329,8 +336,8 @@ dev::HostQueryResult DeviceSequence::queries(const std::vector<int64_t>& input_t
     b.wproj.insert(b.wproj.end(), w.begin(), w.end());
     b.positions.push_back(static_cast<int32_t>(positions[i]));
   }
-  b.rope_cos.assign(rope_.cos(0), rope_.cos(0) + static_cast<size_t>(rope_.num_positions()) * 32);
-  b.rope_sin.assign(rope_.sin(0), rope_.sin(0) + static_cast<size_t>(rope_.num_positions()) * 32);
+  b.rope_cos = rope_cos_;
+  b.rope_sin = rope_sin_;
   b.recipe = recipe_;
   const int out_bytes = ref::value_bytes_per_head(recipe_.query_quant.format) +
                         ref::scale_bytes_per_head(recipe_.query_quant.format) + 4;

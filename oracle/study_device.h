@@ -116,7 +116,7 @@ std::shared_ptr<const ActivationSource> rounded_inputs(std::shared_ptr<const Act
 void round_key_input(const InputRounding& rounding, float* k_in);
 
 // One sequence of n tokens (positions 0..n-1, page table 0, 1, 2, ...) under one recipe,
-// on the device.
+// on the device. `rope` holds at least n positions; the kernels get its first n rows.
 class DeviceSequence {
  public:
   DeviceSequence(const StageKernels& kernels, const ref::Recipe& recipe, const ActivationSource& acts, int64_t n,
@@ -143,9 +143,9 @@ class DeviceSequence {
   const ActivationSource& acts_;
   int64_t n_;
   int page_size_;
-  const ref::RopeTable& rope_;
   StudyTimings* timings_;
   std::vector<int32_t> page_table_;
+  std::vector<float> rope_cos_, rope_sin_;  // [n][32]
   std::vector<uint8_t> cache_;
 };
 

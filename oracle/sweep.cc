@@ -64,13 +64,16 @@ struct RecipeRows {
   std::vector<std::vector<int64_t>> histograms;
 };
 
-// The recipe's scores of row j (valid keys) against the oracle's: metrics and histogram.
+// The recipe's scores of row j (valid keys: the reference's fp32 values held as doubles,
+// or a kernel's floats) against the oracle's: metrics and histogram.
+template <class Score>
 void score_row(const SweepConfig& config, const Oracle& o, int64_t j, int64_t valid, const std::vector<int32_t>& selected,
-               const float* scores, RecipeRows& out) {
+               const Score* scores, RecipeRows& out) {
   out.metrics[j] = row_metrics(o.scores[j], valid, selected, o.topk[j], config.page_size);
   for (int64_t k = 0; k < valid; ++k) {
+    const float ours = static_cast<float>(scores[k]);
     const float exact = static_cast<float>(o.scores[j][k]);
-    if (std::isfinite(scores[k]) && std::isfinite(exact)) ++out.histograms[j][ulp_bucket(ulp_distance(scores[k], exact))];
+    if (std::isfinite(ours) && std::isfinite(exact)) ++out.histograms[j][ulp_bucket(ulp_distance(ours, exact))];
   }
 }
 
@@ -85,8 +88,7 @@ RecipeRows cpu_rows(const SweepConfig& config, const Recipe& recipe, const Activ
       const int64_t valid = positions[j] + 1;
       const ref::PreparedQuery q = build_query(recipe, acts, positions[j], table);
       const std::vector<double> scores = ref::index_scores(q, keys, valid, recipe.score);
-      std::vector<float> as_float(scores.begin(), scores.end());
-      score_row(config, o, j, valid, ref::select_topk(scores, valid, config.topk), as_float.data(), out);
+      score_row(config, o, j, valid, ref::select_topk(scores, valid, config.topk), scores.data(), out);
     }
   });
   return out;

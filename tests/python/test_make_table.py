@@ -11,7 +11,7 @@ Beside each row, from bench/peer_bench.cu's JSON and Nsight Compute profiles (fi
 of a bundle): the fastest upstream kernel of the same operation that returned our result, its
 time, ours in the same measurement and the speed-up, on the row of the schedule peer_bench
 times, kernels alone preferred to ABI calls; elsewhere "-" and a note saying why. Also a run's
-key-store summary and the CPU reference row (run 95's formats, read as FILE#member), the
+key-store summary and the CPU reference row (the run bundles' summary formats, read as FILE#member), the
 bytes-only twin over each row's time, and eager times of the same top-K shape only.
 Also: every table committed under bench/results/ is what make_table.py makes of the files its
 "From:" line names, and those files are there. Standard library only; runs under pytest or
@@ -608,7 +608,7 @@ def test_the_notes_say_why_no_upstream_kernel_stands_beside_a_row():
 
 
 def test_a_run_summary_and_the_cpu_reference_from_members_of_a_bundle():
-    # A run's bundle as run 95's: the key store summarised per recipe and sequence length (three
+    # A run's bundle in the summary format: the key store summarised per recipe and sequence length (three
     # schedules and the bytes-only twin; the best schedule's fraction of copy, no bytes) and the
     # CPU reference against PyTorch on one core, alternating; each read as FILE#member.
     def entry(length, batch, tile, hand_out, twin):
@@ -617,7 +617,7 @@ def test_a_run_summary_and_the_cpu_reference_from_members_of_a_bundle():
                 "hand_out_ms": hand_out, "best_fraction_of_copy": 0.74, "twin_bytes_only_ms": twin,
                 "twin_with_rope_rows_ms": 0.1324, "best_over_bytes_only_twin": round(twin / hand_out, 3)}
     with tempfile.TemporaryDirectory() as d:
-        bundle = write(d, "run95.json", {"run": 95, "key_store": [entry(65536, 0.1369, 0.1388, 0.1304, 0.1188),
+        bundle = write(d, "bundle.json", {"key_store": [entry(65536, 0.1369, 0.1388, 0.1304, 0.1188),
                                                                   entry(4096, 0.1372, 0.1369, 0.1299, 0.1187)],
                                          "cpu_job": {"job": "the CPU job, one core", "torch": "2.11.0",
                                                      "alternating_medians_ms": [{"reference": 34.2, "torch": 113.7},
@@ -639,7 +639,7 @@ def test_a_run_summary_and_the_cpu_reference_from_members_of_a_bundle():
         cpu = rows[("CPU reference", "the CPU job, one core", "reference/, one core (bench/reference_bench)")]
         assert cpu[3] == "34.2" and cpu[6] == "128.5" and cpu[7] == f"{128.5 / 34.2:.2f}x" == "3.76x", cpu
         assert "34.2 / 37.2 / 33.6" in cpu[NOTES] and "113.7 / 128.5 / 130" in cpu[NOTES], cpu
-        assert from_line(r.stdout) == ["run95.json#key_store", "run95.json#cpu_job", "torch_key_path.json"]
+        assert from_line(r.stdout) == ["bundle.json#key_store", "bundle.json#cpu_job", "torch_key_path.json"]
 
 
 def test_malformed_peer_and_summary_inputs_are_usage_errors():
