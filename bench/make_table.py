@@ -343,15 +343,27 @@ def key_store_summary_rows(spec, doc, torch):
     return rows
 
 
+# paged_logits_bench.cu's decode shape: the shape of its files' cases without a "shape"
+# (the files before the one-sequence cases) and of torch_paged_logits.py's eager times.
+LOGITS_DECODE_SHAPE = "batch 32, next_n 1, 64 heads, context 131072, page 64"
+
+
 def paged_logits_rows(specs, torch):
     rows = []
     for spec, copy, c in cases(specs):
         where = display(spec)
         cache, kernel = field(c, "cache", where), field(c, "kernel", where)
         source = "paged_logits.cu" if kernel == "exact-order" else "paged_logits_mma.cu"
-        rows.append(Row("paged logits", f"{cache} cache", f"{kernel} ({source})", number(c, "ms", where),
-                        number(c, "bytes", where), copy, eager(torch, load(spec).get("shape"), f"{cache}_ms"),
-                        peer_op=("paged logits", cache)))
+        if c.get("shape", "decode") == "decode":
+            rows.append(Row("paged logits", f"{cache} cache", f"{kernel} ({source})", number(c, "ms", where),
+                            number(c, "bytes", where), copy,
+                            eager(torch, load(spec).get("shape", LOGITS_DECODE_SHAPE), f"{cache}_ms"),
+                            peer_op=("paged logits", cache)))
+        else:  # rows of one sequence: arithmetic-bound; no eager or upstream timing of this shape
+            rows.append(Row("paged logits", f"{cache} cache, {c['shape']}, {int(number(c, 'rows', where))} rows",
+                            f"{kernel} ({source})", number(c, "ms", where), number(c, "bytes", where), copy,
+                            notes=f"{number(c, 'fraction_of_roofline', where):.0%} of the {c.get('bound', '?')} roofline",
+                            no_peer="No upstream kernel or eager time of this shape is recorded."))
     return rows
 
 

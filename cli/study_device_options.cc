@@ -71,17 +71,21 @@ void OpenStudyDevice::print_plan(const nlohmann::json& device_entry) const {
 void OpenStudyDevice::report(const std::string& out_dir, const std::string& suffix) const {
   if (!kernel_) return;
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  double copy_gbps = 0.0;
+  oracle::Roofline roofline;
 #if defined(DSAF_HAVE_DEVICE)
-  copy_gbps = dev::copy_bandwidth_gbps();
+  roofline.copy_gbps = dev::copy_bandwidth_gbps();
+  const dev::ComputePeaks peaks = dev::compute_peaks();
+  roofline.tensor_fp8_tflops = peaks.tensor_fp8_tflops;
+  roofline.tensor_bf16_tflops = peaks.tensor_bf16_tflops;
+  roofline.fp32_tflops = peaks.fp32_tflops;
   const dev::GpuInfo gpu = dev::query_gpu();
 #else
   const dev::GpuInfo gpu;
 #endif
-  fmt::print("\n{}study wall time {:.1f} s on {} (kernel {})\n", timings_.text(copy_gbps), wall_s, gpu.name,
+  fmt::print("\n{}study wall time {:.1f} s on {} (kernel {})\n", timings_.text(roofline), wall_s, gpu.name,
              kernel_->name());
   if (out_dir.empty()) return;
-  nlohmann::json j = timings_.to_json(copy_gbps);
+  nlohmann::json j = timings_.to_json(roofline);
   j["gpu"] = gpu.name;
   j["kernel"] = kernel_->name();
   j["wall_s"] = wall_s;

@@ -208,7 +208,15 @@ struct PagedLogitsArgs {
   int64_t page_table_stride = 0;
   int64_t max_context = 0;  // logits row length
   float* logits = nullptr;  // [rows][max_context]
+  // A hint, never a promise: consecutive rows share a sequence in runs of about this many
+  // (a prefill chunk's or a study's queries; 1 for decode, next_n for multi-token decode).
+  // From 4 on, the tensor-core kernel scores four rows a block over one copy of their keys;
+  // the result is right whatever row_seq holds.
+  int shared_row_run = 1;
 };
+// The shared_row_run of a host copy of row_seq: 4 when at least half of the aligned groups
+// of four rows each lie in one sequence, else 1.
+int shared_row_run_of(const int32_t* host_row_seq, int rows);
 
 // Host side: the (row_seq, row_valid) of a decode batch, next_n queries per sequence.
 struct LogitRows {
@@ -373,6 +381,20 @@ class KernelUnderTest {
 // judged against. Defined only in CUDA builds; throws dsaf::Error(kEnvironment) without a
 // CUDA device.
 double copy_bandwidth_gbps();
+
+// Device 0's dense arithmetic peaks in TFLOP/s (a multiply-add counts 2): SMs x its peak SM
+// clock (cudaDevAttrClockRate) x its architecture's rate per SM and clock. Known for
+// compute capability 9.x (Hopper): fp8 tensor cores 8,192 (NVIDIA's H100 SXM figure of
+// 1,979 dense TFLOPS is 132 SMs x 1,830 MHz x 8,192), bf16 4,096, fp32 FMA 256 (128
+// lanes); 0 elsewhere (unknown: no compute floor is reported). At the peak clock, not the
+// spec sheet's, so a fraction of these is never flattered. Defined only in CUDA builds;
+// throws dsaf::Error(kEnvironment) without a CUDA device.
+struct ComputePeaks {
+  int sms = 0;
+  double clock_ghz = 0.0;
+  double tensor_fp8_tflops = 0.0, tensor_bf16_tflops = 0.0, fp32_tflops = 0.0;
+};
+ComputePeaks compute_peaks();
 
 // Our kernels, "builtin" (exact-order logits) or "builtin-fast" (the tensor-core logits
 // kernel), each optionally followed by schedule knobs separated by ':' — a width 1, 2, 4

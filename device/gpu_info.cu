@@ -1,5 +1,5 @@
-// File: gpu_info.cu — query_gpu() and copy_bandwidth_gbps() (api.h): what the CUDA
-// runtime has, and the copy roofline.
+// File: gpu_info.cu — query_gpu(), copy_bandwidth_gbps() and compute_peaks() (api.h):
+// what the CUDA runtime has, and the roofline: the copy bandwidth and the arithmetic peaks.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -61,6 +61,24 @@ double copy_bandwidth_gbps() {
   check_cuda(status, "copy bandwidth: cudaMemcpy");
   std::sort(ms + 1, ms + kRuns + 1);
   return 2.0 * static_cast<double>(kBytes) / (static_cast<double>(ms[1 + kRuns / 2]) * 1e6);
+}
+
+ComputePeaks compute_peaks() {
+  if (query_gpu().device_count == 0) throw Error(ErrorKind::kEnvironment, "compute peaks: no CUDA device");
+  int major = 0, sms = 0, clock_khz = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), "compute capability");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+  check_cuda(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), "SM clock");
+  ComputePeaks p;
+  p.sms = sms;
+  p.clock_ghz = clock_khz * 1e-6;
+  if (major == 9) {
+    const double per_clock = sms * p.clock_ghz * 1e9 / 1e12;  // TFLOP/s per flop per SM and clock
+    p.tensor_fp8_tflops = 8192 * per_clock;
+    p.tensor_bf16_tflops = 4096 * per_clock;
+    p.fp32_tflops = 256 * per_clock;
+  }
+  return p;
 }
 
 }  // namespace dsaf::dev

@@ -13,16 +13,21 @@
 // The contract is BOUNDED, not byte-exact (Numerics below); tests/device/
 // paged_logits_gpu_test.cu checks the bound on every score of every preset the kernel takes.
 //
-// Launch shape: grid (blocks per row, rows); a block is one warpgroup (4 warps, 128
-// threads); a row's blocks take equal whole numbers of steps, as few blocks as fill the
-// device (keys_per_block_for). A block walks its keys in steps of 64 (wgmma's M): step i
-// lives in ring slot i % kStages, kStages - 1 steps are in flight (cp.async, every thread
-// copying its share) while the tensor core works on one. Per step and warp the loop issues
-// a handful of copies, one barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. On the
-// H200 (decode 32 x 64 heads x 128K; bench/results/LOG.md): fp8 0.150 ms = 91% of copy,
-// bf16 0.269 ms = 96%. An mma.sync kernel is held back by the tensor pipe and the
-// shared-memory reloads of the query's fragments (68% / 86% of copy), which wgmma reads
-// from shared memory itself.
+// Launch shape: grid (blocks per row group, row groups); a row group is kRowsPerBlock
+// consecutive rows (1, or 4 when PagedLogitsArgs::shared_row_run says rows come in runs of
+// one sequence); a block is one warpgroup (4 warps, 128 threads); a group's blocks take
+// equal whole numbers of steps, as few blocks as fill the device (keys_per_block_for). A
+// block walks its keys in steps of 64 (wgmma's M): step i lives in ring slot i % kStages,
+// kStages - 1 steps are in flight (cp.async, every thread copying its share) while the
+// tensor core works on one. Per step and warp the loop issues a handful of copies, one
+// barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. A block whose rows belong to several
+// sequences walks its keys once per sequence (a pass), scoring that sequence's rows; rows
+// of one sequence take one pass. On the H200 (decode 32 x 64 heads x 128K;
+// bench/results/LOG.md): fp8 0.150 ms = 91% of copy, bf16 0.269 ms = 96%. An mma.sync
+// kernel is held back by the tensor pipe and the shared-memory reloads of the query's
+// fragments (68% / 86% of copy), which wgmma reads from shared memory itself. Rows of one
+// sequence (64 queries x 128K keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row
+// and key against 132 bytes a key read once; one row a block reads the cache once a row.
 //
 // Shared-memory operands (PTX ISA, "Shared Memory Matrix Layout", 128-byte swizzling,
 // K-major, which e4m3 wgmma requires for both operands): row r of a 64-row tile (a key of
@@ -34,12 +39,16 @@
 // start address, the 1024-byte distance between 8-row groups and the swizzle mode; the
 // hardware applies the xor to the final address bits (4-6 with 7-9), so the k slice s of
 // 32 bytes (k32 e4m3 | k16 bf16) starts at tile + (s / 4) x 8 KB + (s mod 4) x 32.
-// The query tile always has 64 rows (wgmma's N): for 16 or 32 heads the rest are zero and
-// the epilogue reads only the real heads' columns.
+// The query tile is the B operand of 64 x kRowsPerBlock rows (wgmma's N: 64 or 256), query
+// row rr's head h at row 64 rr + h, its 128-byte column blocks 64 x kRowsPerBlock x 128
+// bytes apart (the same layout with more rows); for 16 or 32 heads the rest of a row's 64
+// are zero and the epilogue reads only the real heads' columns.
 //
 // Accumulator fragment (PTX ISA, "Register fragment for matrix D", m64nNk*): warp w, lane
-// (g = lane / 4, t = lane % 4): d[4n + c] = (key 16w + g, head 8n + 2t + c),
-// d[4n + 2 + c] = (key 16w + g + 8, the same head), c in {0, 1}.
+// (g = lane / 4, t = lane % 4): d[4n + c] = (key 16w + g, column 8n + 2t + c),
+// d[4n + 2 + c] = (key 16w + g + 8, the same column), c in {0, 1}; column 64 rr + h is
+// query row rr's head h, so row rr's accumulators are d[32 rr .. 32 rr + 31], laid out as
+// a one-row block's. Each column's dot product is the same instruction's at N = 64 or 256.
 //
 // Numerics. Every product is exact in fp32 (e4m3 x e4m3: 4-bit significands; bf16 x bf16:
 // 8-bit), so the error comes from how the tensor core adds products, and from the fp32
@@ -91,33 +100,43 @@ using ref::StorageFormat;
 // Every size of the kernel, derived from the key format, the head count and the copy piece:
 // 16 bytes when every key row is 16-byte aligned (a 16-byte aligned cache; fp8 pages of at
 // least 4 tokens), else 4 (fp8 pages of 1 or 2 tokens: 132 B/token rows are 4-byte aligned).
-template <StorageFormat kKeyFormat, int kHeadCount, int kPiece>
+//
+// kRowsPerBlock query rows share a block (1, or 4 for rows of one sequence: a prefill
+// chunk, a study's queries): the block copies each key tile once and multiplies it by the
+// four rows' stacked query tiles in one m64n256 instruction, so a sequence's keys cross L2
+// once per four rows instead of once per row, and the tensor core runs its widest N.
+template <StorageFormat kKeyFormat, int kHeadCount, int kPiece, int kRowsPerBlock>
 struct WgmmaTraits {
   static constexpr bool kFp8 = kKeyFormat == StorageFormat::kFp8E4m3fn;
   static constexpr int kHeads = kHeadCount;
+  static constexpr int kRows = kRowsPerBlock;
   static constexpr int kPieceBytes = kPiece;
   static constexpr int kHeadTiles = kHeads / 8;        // 8-head column groups the epilogue reads
   static constexpr int kRowBytes = kFp8 ? 128 : 256;   // key values per token
   static constexpr int kScaleBytes = kFp8 ? 4 : 0;     // the fp8 key's fp32 scale
   static constexpr int kChunksPerRow = kRowBytes / 16;
-  static constexpr int kKeysPerStep = 64;              // wgmma M; the query tile's N is 64 too
+  static constexpr int kKeysPerStep = 64;              // wgmma M
+  static constexpr int kQueryRows = 64 * kRows;        // wgmma N: 64 head rows a query row
+  static constexpr int kAccumulators = kQueryRows / 2;  // 64 keys x N over 128 threads
   static constexpr int kThreads = 128;                 // one warpgroup
-  static constexpr int kAtomColumnBytes = 64 * 128;    // 128 bytes of each of a tile's 64 rows
-  static constexpr int kTileBytes = 64 * kRowBytes;    // a step of keys, or the query
+  static constexpr int kTileBytes = 64 * kRowBytes;    // a step of keys
+  static constexpr int kQueryTileBytes = kQueryRows * kRowBytes;
   static constexpr int kSlices = kRowBytes / 32;       // wgmma per step: k32 e4m3 | k16 bf16
   // Ring slots and blocks per SM: fp8 4 x 8 KB and 5 blocks (3 steps = 25 KB in flight per
   // block), bf16 3 x 16 KB and 3 blocks (32 KB per block); Little's law asks for ~30 KB per
-  // SM (~4 TB/s / 132 SMs x ~1 us).
+  // SM (~4 TB/s / 132 SMs x ~1 us). Four rows a block: 128 accumulators and 64 weights a
+  // thread, so two blocks' registers fill an SM (and their steps do 4x the tensor work).
   static constexpr int kStages = kFp8 ? 4 : 3;
-  static constexpr int kBlocksPerSm = kFp8 ? 5 : 3;
+  static constexpr int kBlocksPerSm = kRows > 1 ? 2 : kFp8 ? 5 : 3;
   static constexpr int kKeysPerRound = kKeysPerStep;          // a block's keys are whole steps
   static constexpr int kMinKeysPerBlock = 4 * kKeysPerStep;  // four steps a block, at least
   // Dynamic shared memory: 1 KB of slack to align the tiles to 1024 bytes (swizzle atoms),
   // the query tile, the ring, the ring's key scales.
   static constexpr int kScaleRingBytes = kStages * kKeysPerStep * kScaleBytes;
-  static constexpr int kSmemBytes = 1024 + kTileBytes + kStages * kTileBytes + kScaleRingBytes;
+  static constexpr int kSmemBytes = 1024 + kQueryTileBytes + kStages * kTileBytes + kScaleRingBytes;
 
-  static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64, "at most wgmma's N = 64 heads");
+  static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64, "at most 64 heads: one 64-row query tile a row");
+  static_assert(kRows == 1 || kRows == 4, "wgmma N = 64 or 256");
   static_assert(kPieceBytes == 16 || kPieceBytes == 4, "cp.async pieces of 16 or 4 bytes");
   static_assert(kThreads % kChunksPerRow == 0 && (kThreads / kChunksPerRow) % 8 == 0,
                 "a thread's rows of a step share their row mod 8, so its swizzled chunk is fixed");
@@ -128,9 +147,11 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Byte offset of 16-byte chunk c of row r in a 64-row tile (the header's layout).
+// Byte offset of 16-byte chunk c of row r in a tile of kTileRows rows (the header's layout:
+// 64 for a key tile, 64 x kRows for the query tile).
+template <int kTileRows>
 __device__ __forceinline__ uint32_t sw128_offset(int r, int c) {
-  return (c / 8) * (64 * 128) + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+  return (c / 8) * (kTileRows * 128) + r * 128 + (((c % 8) ^ (r % 8)) << 4);
 }
 
 // wgmma matrix descriptor of a K-major 128-byte-swizzled operand starting at `address`
@@ -143,8 +164,9 @@ __device__ __forceinline__ uint64_t sw128_descriptor(uint32_t address) {
   return static_cast<uint64_t>((address & 0x3FFFFu) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle128 << 62);
 }
 
-// D (+)= A x B for a 64 x 64 tile and one k slice, A and B from shared memory; accumulate
-// false overwrites D. The instruction is asynchronous: wgmma_wait_all before D is read.
+// D (+)= A x B for A a 64-key tile and B the block's query tile of N = 64 x kRows rows, one
+// k slice, both from shared memory; accumulate false overwrites D. The instruction is
+// asynchronous: wgmma_wait before D is read. N / 2 accumulators a thread.
 #define DSAF_WGMMA_64X64(INSTRUCTION, OPERANDS)                                                                        \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" INSTRUCTION                                       \
                " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
@@ -156,26 +178,68 @@ __device__ __forceinline__ uint64_t sw128_descriptor(uint32_t address) {
                  "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                           \
                : "l"(a), "l"(b), "r"(static_cast<int>(accumulate))                                                 \
                : "memory")
-template <bool kFp8>
-__device__ __forceinline__ void wgmma_64x64(float (&d)[32], uint64_t a, uint64_t b, bool accumulate) {
-  if constexpr (kFp8) {
-    // (e4m3 has no transpose operands: both K-major)
-    DSAF_WGMMA_64X64("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", "");
+#define DSAF_WGMMA_64X256(INSTRUCTION, OPERANDS)                                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n" INSTRUCTION " {"                                  \
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "  \
+               "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "  \
+               "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "  \
+               "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "  \
+               "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"  \
+               "}, %128, %129, p, 1, 1" OPERANDS ";\n}\n"                                                 \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),  \
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),  \
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),  \
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),  \
+                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),  \
+                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),  \
+                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),  \
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),  \
+                 "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),  \
+                 "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),  \
+                 "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),  \
+                 "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),  \
+                 "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),  \
+                 "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),  \
+                 "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),  \
+                 "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])  \
+               : "l"(a), "l"(b), "r"(static_cast<int>(accumulate))                                                 \
+               : "memory")
+template <bool kFp8, int kN>
+__device__ __forceinline__ void wgmma_tile(float (&d)[kN / 2], uint64_t a, uint64_t b, bool accumulate) {
+  static_assert(kN == 64 || kN == 256, "N = 64 (one query row) or 256 (four)");
+  if constexpr (kN == 64) {
+    if constexpr (kFp8) {
+      // (e4m3 has no transpose operands: both K-major)
+      DSAF_WGMMA_64X64("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", "");
+    } else {
+      DSAF_WGMMA_64X64("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", ", 0, 0");  // both K-major
+    }
   } else {
-    DSAF_WGMMA_64X64("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", ", 0, 0");  // both K-major
+    if constexpr (kFp8) {
+      DSAF_WGMMA_64X256("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3", "");
+    } else {
+      DSAF_WGMMA_64X256("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", ", 0, 0");
+    }
   }
 }
 #undef DSAF_WGMMA_64X64
+#undef DSAF_WGMMA_64X256
 
 // Orders this warp's earlier register accesses of the accumulators before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Waits until at most kPending of this warp's committed groups are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory"); }
 // The compiler does not know that wgmma writes the accumulators in the background: each
 // is passed through an empty asm after the wait, so no read of it moves above the wait.
-__device__ __forceinline__ void pin_accumulators(float (&d)[32]) {
+template <int kCount>
+__device__ __forceinline__ void pin_accumulators(float (&d)[kCount]) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 // Makes this thread's shared-memory writes (st.shared, cp.async: the generic proxy) visible
 // to the tensor core's reads (the async proxy); a barrier then publishes them to the warpgroup.
@@ -212,61 +276,74 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   const uint32_t pad = ((smem_base + 1023u) & ~1023u) - smem_base;
   uint8_t* const query_tile = smem + pad;
   const uint32_t query_address = smem_base + pad;
-  const uint32_t ring = query_address + T::kTileBytes;  // [slot][64-key tile]
+  const uint32_t ring = query_address + T::kQueryTileBytes;  // [slot][64-key tile]
   const uint32_t scale_ring = ring + T::kStages * T::kTileBytes;  // [slot][key] fp32
-  const float* const scales = reinterpret_cast<const float*>(query_tile + (1 + T::kStages) * T::kTileBytes);
+  const float* const scales = reinterpret_cast<const float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes);
 
-  const int row = blockIdx.y;
-  const int b = args.row_seq[row];
-  const int valid = args.row_valid[row];  // keys [0, valid) of sequence b; max_context <= 2^30
+  // The block's rows: group_first + [0, group_rows), each with its sequence and valid keys.
+  const int group_first = static_cast<int>(blockIdx.y) * T::kRows;
+  const int group_rows = min(T::kRows, args.rows - group_first);
+  int row_seq[T::kRows], row_valid[T::kRows];  // valid keys [0, v) of sequence b; max_context <= 2^30
+#pragma unroll
+  for (int rr = 0; rr < T::kRows; ++rr) {
+    row_seq[rr] = rr < group_rows ? args.row_seq[group_first + rr] : -1;
+    row_valid[rr] = rr < group_rows ? args.row_valid[group_first + rr] : 0;
+  }
   const int max_context = static_cast<int>(args.max_context);
   const int block_first = static_cast<int>(blockIdx.x) * keys_per_block;  // a multiple of 64
   const int block_end = min(block_first + keys_per_block, max_context);
-  float* const out = args.logits + static_cast<int64_t>(row) * args.max_context;
+  const auto out = [&](int rr) { return args.logits + static_cast<int64_t>(group_first + rr) * args.max_context; };
   const int thread = threadIdx.x, lane = thread % 32, warp = thread / 32;
   const int g = lane / 4, t = lane % 4;
 
-  // 1. A block wholly past the row's valid keys only writes -inf.
-  if (block_first >= valid) {
-    for (int s = block_first + thread; s < block_end; s += T::kThreads) out[s] = -INFINITY;
-    return;
-  }
-
-  // 2. The block's shared inputs: the query tile (heads past kHeads zero), this lane's head weights.
+  // 1. The block's shared inputs: the query tile (query row rr's head h at tile row
+  //    64 rr + h; heads past kHeads and rows past the group zero), this lane's head weights.
   const int q_head_bytes = args.q_format == StorageFormat::kFp8E4m3fn ? 128 : 256;  // e4m3 or bf16 values
-  const uint8_t* const q_row = args.q_values + static_cast<int64_t>(row) * T::kHeads * q_head_bytes;
-  constexpr int kQueryChunks = 64 * T::kChunksPerRow;
+  constexpr int kQueryChunks = T::kQueryRows * T::kChunksPerRow;
   static_assert(kQueryChunks % T::kThreads == 0, "whole rounds");
 #pragma unroll
   for (int round = 0; round < kQueryChunks / T::kThreads; ++round) {  // every thread's loads in flight at once
-    const int i = round * T::kThreads + thread, h = i / T::kChunksPerRow, c = i % T::kChunksPerRow;
-    const uint4 chunk = h < T::kHeads ? query_chunk<T>(q_row + h * q_head_bytes, args.q_format, c) : make_uint4(0, 0, 0, 0);
-    *reinterpret_cast<uint4*>(query_tile + sw128_offset(h, c)) = chunk;
+    const int i = round * T::kThreads + thread, tile_row = i / T::kChunksPerRow, c = i % T::kChunksPerRow;
+    const int rr = tile_row / 64, h = tile_row % 64;
+    const uint8_t* const q_row = args.q_values + static_cast<int64_t>(group_first + rr) * T::kHeads * q_head_bytes;
+    const uint4 chunk = h < T::kHeads && rr < group_rows ? query_chunk<T>(q_row + h * q_head_bytes, args.q_format, c)
+                                                         : make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<uint4*>(query_tile + sw128_offset<T::kQueryRows>(tile_row, c)) = chunk;
   }
   fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
-  const int shift = __ffs(args.page_size) - 1;  // log2 P (the launcher checks P is a power of two)
-  // Page-table entries are read where a step's copies are issued, through L1: a row's
-  // entries are contiguous, so one 128-byte line serves 32 pages (2,048 keys at page 64).
-  const int32_t* const table_row = args.page_tables + static_cast<int64_t>(b) * args.page_table_stride;
-  float w[T::kHeadTiles][2];  // heads 8n + 2t + c: the columns of this lane's accumulators
+  float w[T::kRows][T::kHeadTiles][2];  // row rr's heads 8n + 2t + c: the columns of this lane's accumulators
 #pragma unroll
-  for (int n = 0; n < T::kHeadTiles; ++n) {
+  for (int rr = 0; rr < T::kRows; ++rr) {
 #pragma unroll
-    for (int c = 0; c < 2; ++c) w[n][c] = args.weights[static_cast<int64_t>(row) * T::kHeads + 8 * n + 2 * t + c];
+    for (int n = 0; n < T::kHeadTiles; ++n) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        w[rr][n][c] = rr < group_rows ? args.weights[static_cast<int64_t>(group_first + rr) * T::kHeads + 8 * n + 2 * t + c] : 0.0f;
+      }
+    }
   }
   __syncthreads();
 
-  // 3. The block's steps: step i holds keys block_first + 64 i + [0, 64) in ring slot
-  //    i % kStages. Chunk c of a key row is copied by thread c + kChunksPerRow x (key mod
-  //    kKeysPerPass), 16 bytes (in 4-byte pieces when kPieceBytes is 4), so one warp
-  //    instruction reads whole 128-byte lines and L2 serves each line in one request (runs
-  //    18-21: one sector of many lines per instruction kept the L2 busy at half the DRAM
-  //    rate). Keys past `valid` are zero-filled from an address that is valid and not read;
-  //    steps wholly past it copy nothing. fp8: thread k < 64 also copies key k's scale.
+  // 2. Passes, one a sequence among the block's rows (one pass when they share it): a
+  //    pass copies the sequence's keys up to its rows' longest valid length and scores
+  //    them against every row's queries; only its own rows' sums are written.
+  const int shift = __ffs(args.page_size) - 1;  // log2 P (the launcher checks P is a power of two)
+  // Page-table entries are read where a step's copies are issued, through L1: a row's
+  // entries are contiguous, so one 128-byte line serves 32 pages (2,048 keys at page 64).
+  const int32_t* table_row = nullptr;
+  int valid = 0;  // the pass's longest valid length
+
+  // The block's steps: step i holds keys block_first + 64 i + [0, 64) in ring slot
+  // i % kStages. Chunk c of a key row is copied by thread c + kChunksPerRow x (key mod
+  // kKeysPerPass), 16 bytes (in 4-byte pieces when kPieceBytes is 4), so one warp
+  // instruction reads whole 128-byte lines and L2 serves each line in one request (runs
+  // 18-21: one sector of many lines per instruction kept the L2 busy at half the DRAM
+  // rate). Keys past `valid` are zero-filled from an address that is valid and not read;
+  // steps wholly past it copy nothing. fp8: thread k < 64 also copies key k's scale.
   constexpr int kKeysPerPass = T::kThreads / T::kChunksPerRow, kPasses = T::kKeysPerStep / kKeysPerPass;
   const int pass_key = thread / T::kChunksPerRow, chunk = thread % T::kChunksPerRow;
   // Every key pass_key + kKeysPerPass x j has the row mod 8 of pass_key: one swizzled offset.
-  const uint32_t dst_thread = ring + sw128_offset(pass_key, chunk);
+  const uint32_t dst_thread = ring + sw128_offset<64>(pass_key, chunk);
   const uint32_t page_bytes = static_cast<uint32_t>(args.page_size) * (T::kRowBytes + T::kScaleBytes);
   const uint32_t scale_region = static_cast<uint32_t>(args.page_size) * T::kRowBytes;
   const int offset_mask = args.page_size - 1;
@@ -325,65 +402,109 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
 
   // The key this lane stores after the quad reduction (see there).
   const int store_key = 16 * warp + 8 * t + g;  // t < 2
-  float acc[32];
+  float acc[T::kAccumulators];
 
+  // Epilogue of the step at key `first` in ring slot `slot`, for the pass's rows: ReLU,
+  // times the head weight into a running sum over the lane's heads: v0 for key 16w + g, v1
+  // for key 16w + g + 8 (row rr's columns are 64 rr + [0, 64)).
+  const auto epilogue = [&](int first, int slot, unsigned pass) {
 #pragma unroll
-  for (int i = 0; i < T::kStages - 1; ++i) issue(i);
-
-#pragma unroll 1
-  for (int i = 0;; ++i) {
-    const int first = step_first(i);
-    if (first >= block_end) break;  // uniform per block
-    wait_async<T::kStages - 2>();   // this thread's copies of step i have landed
-    fence_proxy_async();            // ... for the tensor core
-    // Every thread's copies of step i are visible, and every thread is past step i - 1's
-    // wgmma_wait_all: its slot may be refilled.
-    __syncthreads();
-    issue(i + T::kStages - 1);
-    const int slot = i % T::kStages;
-
-    if (first >= valid) {  // a wholly masked step
-      if (thread < T::kKeysPerStep && first + thread < max_context) out[first + thread] = -INFINITY;
-      continue;
+    for (int rr = 0; rr < T::kRows; ++rr) {
+      if ((pass >> rr & 1u) == 0u) continue;  // uniform: the shuffles below see every lane
+      float v0 = 0.0f, v1 = 0.0f;
+#pragma unroll
+      for (int n = 0; n < T::kHeadTiles; ++n) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int a = 32 * rr + 4 * n + c;
+          v0 = __fmaf_rn(fmaxf(acc[a], 0.0f), w[rr][n][c], v0);  // fmaxf(NaN, 0) = 0, as score.cc
+          v1 = __fmaf_rn(fmaxf(acc[a + 2], 0.0f), w[rr][n][c], v1);
+        }
+      }
+      // Sum over the quad (lanes t = 0..3 hold the same keys, different heads): lane t ends
+      // with the total of its key 16w + 8 (t % 2) + g, formed from the lanes' partial sums
+      // p_0..p_3 as (p0 + p1) + (p2 + p3) (lanes t and t ^ 2 add the same pairs: fadd is
+      // commutative).
+      const bool up1 = t & 1;
+      const float pair = __fadd_rn(up1 ? v1 : v0, __shfl_xor_sync(kFullMask, up1 ? v0 : v1, 1));
+      float sum = __fadd_rn(pair, __shfl_xor_sync(kFullMask, pair, 2));
+      const int s = first + store_key;
+      if (t < 2 && s < max_context) {
+        if constexpr (T::kFp8) sum = __fmul_rn(sum, scales[slot * T::kKeysPerStep + store_key]);
+        out(rr)[s] = s < row_valid[rr] ? sum : -INFINITY;
+      }
     }
-
-    // Dots: acc = keys x heads of this step, over the kSlices k slices.
+  };
+  // Dots: acc = keys x (rows x heads) of the step in `slot`, over the kSlices k slices.
+  const auto dots = [&](int slot) {
     wgmma_fence();
     const uint32_t key_tile = ring + slot * T::kTileBytes;
 #pragma unroll
     for (int s = 0; s < T::kSlices; ++s) {
-      const uint32_t k_offset = (s / 4) * T::kAtomColumnBytes + (s % 4) * 32;
-      wgmma_64x64<T::kFp8>(acc, sw128_descriptor(key_tile + k_offset), sw128_descriptor(query_address + k_offset), s > 0);
+      const uint32_t slice = (s % 4) * 32;  // within the 128-byte column block s / 4
+      wgmma_tile<T::kFp8, T::kQueryRows>(acc, sw128_descriptor(key_tile + (s / 4) * (64 * 128) + slice),
+                                         sw128_descriptor(query_address + (s / 4) * (T::kQueryRows * 128) + slice),
+                                         s > 0);
     }
     wgmma_commit();
-    wgmma_wait_all();
-    pin_accumulators(acc);
+  };
 
-    // Epilogue: ReLU, times the head weight into a running sum over the lane's heads:
-    // v0 for key 16w + g, v1 for key 16w + g + 8.
-    float v0 = 0.0f, v1 = 0.0f;
+  unsigned pending = (1u << group_rows) - 1u;  // rows not yet scored (uniform over the block)
+  while (pending != 0u) {
+    const int lead = __ffs(static_cast<int>(pending)) - 1;
+    int lead_seq = row_seq[0];
 #pragma unroll
-    for (int n = 0; n < T::kHeadTiles; ++n) {
+    for (int rr = 1; rr < T::kRows; ++rr) lead_seq = rr == lead ? row_seq[rr] : lead_seq;
+    unsigned pass = 0u;
+    valid = 0;
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        v0 = __fmaf_rn(fmaxf(acc[4 * n + c], 0.0f), w[n][c], v0);  // fmaxf(NaN, 0) = 0, as score.cc
-        v1 = __fmaf_rn(fmaxf(acc[4 * n + 2 + c], 0.0f), w[n][c], v1);
+    for (int rr = 0; rr < T::kRows; ++rr) {
+      if ((pending >> rr & 1u) != 0u && row_seq[rr] == lead_seq) pass |= 1u << rr, valid = max(valid, row_valid[rr]);
+    }
+    pending &= ~pass;
+    table_row = args.page_tables + static_cast<int64_t>(lead_seq) * args.page_table_stride;
+
+    // A block wholly past the pass's valid keys only writes -inf.
+    if (block_first >= valid) {
+#pragma unroll
+      for (int rr = 0; rr < T::kRows; ++rr) {
+        if ((pass >> rr & 1u) == 0u) continue;
+        for (int s = block_first + thread; s < block_end; s += T::kThreads) out(rr)[s] = -INFINITY;
       }
+      continue;
     }
-    // Sum over the quad (lanes t = 0..3 hold the same keys, different heads): lane t ends
-    // with the total of its key 16w + 8 (t % 2) + g, formed from the lanes' partial sums
-    // p_0..p_3 as (p0 + p1) + (p2 + p3) (lanes t and t ^ 2 add the same pairs: fadd is
-    // commutative).
-    const bool up1 = t & 1;
-    const float pair = __fadd_rn(up1 ? v1 : v0, __shfl_xor_sync(kFullMask, up1 ? v0 : v1, 1));
-    float sum = __fadd_rn(pair, __shfl_xor_sync(kFullMask, pair, 2));
-    const int s = first + store_key;
-    if (t < 2 && s < max_context) {
-      if constexpr (T::kFp8) sum = __fmul_rn(sum, scales[slot * T::kKeysPerStep + store_key]);
-      out[s] = s < valid ? sum : -INFINITY;
+
+#pragma unroll
+    for (int i = 0; i < T::kStages - 1; ++i) issue(i);
+
+#pragma unroll 1
+    for (int i = 0;; ++i) {
+      const int first = step_first(i);
+      if (first >= block_end) break;  // uniform per block
+      wait_async<T::kStages - 2>();   // this thread's copies of step i have landed
+      fence_proxy_async();            // ... for the tensor core
+      // Every thread's copies of step i are visible, and every thread is past step i - 1's
+      // wgmma_wait: its slot may be refilled.
+      __syncthreads();
+      issue(i + T::kStages - 1);
+      const int slot = i % T::kStages;
+      if (first >= valid) {  // a wholly masked step
+#pragma unroll
+        for (int rr = 0; rr < T::kRows; ++rr) {
+          if ((pass >> rr & 1u) != 0u && thread < T::kKeysPerStep && first + thread < max_context) {
+            out(rr)[first + thread] = -INFINITY;
+          }
+        }
+        continue;
+      }
+      dots(slot);
+      wgmma_wait<0>();
+      pin_accumulators(acc);
+      epilogue(first, slot, pass);
     }
+    wait_async<0>();  // nothing in flight into shared memory at the next pass or at exit
+    __syncthreads();  // every thread is done with the ring before the next pass refills it
   }
-  wait_async<0>();  // nothing may be in flight into shared memory at exit
 }
 
 const char* format_name(StorageFormat f) {
@@ -406,10 +527,11 @@ const char* format_name(StorageFormat f) {
 // keys per block). A fixed 2,048 keys per block gives 5.2 waves, the setup paid 5-6 times
 // per slot.
 // Which block scores a key does not change its score (each key's sum is formed by one quad
-// in a fixed order), so this choice cannot change a result bit.
+// in a fixed order), so this choice cannot change a result bit. "Rows" here are the
+// blocks' row groups (kRows query rows each).
 template <class T>
 int keys_per_block_for(const PagedLogitsArgs& args, int64_t resident) {
-  const int64_t rows = args.rows;
+  const int64_t rows = (args.rows + T::kRows - 1) / T::kRows;
   int64_t blocks_per_row = 1;
   for (int64_t waves = 1; waves <= 16; ++waves) {
     blocks_per_row = std::max<int64_t>(1, waves * resident / rows);
@@ -421,23 +543,31 @@ int keys_per_block_for(const PagedLogitsArgs& args, int64_t resident) {
   return static_cast<int>((keys + T::kKeysPerRound - 1) / T::kKeysPerRound * T::kKeysPerRound);
 }
 
-template <StorageFormat kKeyFormat, int kHeads, int kPiece>
+template <StorageFormat kKeyFormat, int kHeads, int kPiece, int kRows>
 void launch_instance(const PagedLogitsArgs& args) {
-  using T = WgmmaTraits<kKeyFormat, kHeads, kPiece>;
+  using T = WgmmaTraits<kKeyFormat, kHeads, kPiece, kRows>;
   const auto kernel = paged_logits_mma_kernel<T>;
   const int keys_per_block =
       keys_per_block_for<T>(args, resident_blocks(kernel, T::kThreads, T::kSmemBytes, "paged_logits_mma_kernel"));
   const dim3 grid(static_cast<unsigned>((args.max_context + keys_per_block - 1) / keys_per_block),
-                  static_cast<unsigned>(args.rows));
+                  static_cast<unsigned>((args.rows + kRows - 1) / kRows));
   kernel<<<grid, T::kThreads, T::kSmemBytes>>>(args, keys_per_block);
 }
 
+// Four rows a block when the caller expects runs of at least four rows of one sequence
+// (PagedLogitsArgs::shared_row_run), at 64 heads (fewer would pad the stacked query tile)
+// and with 16-byte copies; any rows are scored right either way (a block of rows of
+// several sequences takes a pass per sequence).
 template <StorageFormat kKeyFormat, int kPiece>
 void launch_format(const PagedLogitsArgs& args) {
   switch (args.num_heads) {
-    case 16: return launch_instance<kKeyFormat, 16, kPiece>(args);
-    case 32: return launch_instance<kKeyFormat, 32, kPiece>(args);
-    case 64: return launch_instance<kKeyFormat, 64, kPiece>(args);
+    case 16: return launch_instance<kKeyFormat, 16, kPiece, 1>(args);
+    case 32: return launch_instance<kKeyFormat, 32, kPiece, 1>(args);
+    case 64:
+      if constexpr (kPiece == 16) {
+        if (args.shared_row_run >= 4) return launch_instance<kKeyFormat, 64, kPiece, 4>(args);
+      }
+      return launch_instance<kKeyFormat, 64, kPiece, 1>(args);
     default: break;
   }
   throw_bad_input("paged_logits (fast): num_heads must be 16, 32 or 64, not " + std::to_string(args.num_heads));
@@ -483,6 +613,15 @@ void launch_paged_logits_fast(const PagedLogitsArgs& args) {
     wide ? launch_format<StorageFormat::kBf16, 16>(args) : launch_format<StorageFormat::kBf16, 4>(args);
   }
   check_cuda(cudaGetLastError(), "paged_logits_mma_kernel launch");
+}
+
+int shared_row_run_of(const int32_t* host_row_seq, int rows) {
+  int groups = 0, shared = 0;
+  for (int first = 0; first + 4 <= rows; first += 4, ++groups) {
+    const int32_t* g = host_row_seq + first;
+    shared += g[0] == g[1] && g[0] == g[2] && g[0] == g[3];
+  }
+  return groups > 0 && 2 * shared >= groups ? 4 : 1;
 }
 
 }  // namespace dsaf::dev

@@ -135,7 +135,8 @@ class RoundedSource : public ActivationSource {
 // first-launch set-up, which no later call does (the outputs are the same: every entry
 // point writes its outputs from its inputs alone).
 template <class Call>
-auto timed(StudyTimings* timings, const char* stage, const dev::KernelUnderTest& kernel, double bytes, Call call) {
+auto timed(StudyTimings* timings, const char* stage, const dev::KernelUnderTest& kernel, double bytes, Call call,
+           double flops = 0.0, ComputeUnit unit = ComputeUnit::kNone) {
   if (timings == nullptr) return call();
   StageTiming& t = timings->stages[std::string(stage) + " [" + kernel.name() + "]"];
   if (t.calls == 0) call();
@@ -144,6 +145,7 @@ auto timed(StudyTimings* timings, const char* stage, const dev::KernelUnderTest&
   ++t.calls;
   t.device_ms += kernel.last_device_ms();
   t.bytes += bytes;
+  if (unit != ComputeUnit::kNone) t.flops[unit] += flops;
   return out;
 }
 
@@ -232,30 +234,67 @@ void round_key_input(const InputRounding& rounding, float* k_in) {
 
 // ---- timings -------------------------------------------------------------------------------
 
-nlohmann::json StudyTimings::to_json(double copy_gbps) const {
+double Roofline::peak_tflops(ComputeUnit unit) const {
+  switch (unit) {
+    case ComputeUnit::kTensorFp8: return tensor_fp8_tflops;
+    case ComputeUnit::kTensorBf16: return tensor_bf16_tflops;
+    case ComputeUnit::kFp32Fma: return fp32_tflops;
+    case ComputeUnit::kNone: break;
+  }
+  return 0.0;
+}
+
+nlohmann::json StudyTimings::to_json(const Roofline& roofline) const {
   nlohmann::json out = nlohmann::json::object();
   std::string dominant;
   double most = -1.0;
   for (const auto& [stage, t] : stages) {
     const double gbps = t.device_ms > 0 ? t.bytes / (t.device_ms * 1e6) : 0.0;
-    out[stage] = {{"kernel", t.kernel},
-                  {"calls", t.calls},
-                  {"device_ms", t.device_ms},
-                  {"bytes", t.bytes},
-                  {"gb_per_s", gbps},
-                  {"fraction_of_copy", copy_gbps > 0 ? gbps / copy_gbps : 0.0}};
+    // The arithmetic's floor: each unit's flops at its peak (a unit of unknown peak adds none).
+    double flops = 0.0, compute_ms = 0.0;
+    for (const auto& [unit, f] : t.flops) {
+      flops += f;
+      if (roofline.peak_tflops(unit) > 0) compute_ms += f / (roofline.peak_tflops(unit) * 1e9);
+    }
+    const double memory_ms = roofline.copy_gbps > 0 ? t.bytes / (roofline.copy_gbps * 1e6) : 0.0;
+    const double floor_ms = std::max(memory_ms, compute_ms);
+    nlohmann::json& s = out[stage];
+    s = {{"kernel", t.kernel},
+         {"calls", t.calls},
+         {"device_ms", t.device_ms},
+         {"bytes", t.bytes},
+         {"gb_per_s", gbps},
+         {"fraction_of_copy", roofline.copy_gbps > 0 ? gbps / roofline.copy_gbps : 0.0},
+         {"flops", flops},
+         {"tflops", t.device_ms > 0 ? flops / (t.device_ms * 1e9) : 0.0},
+         {"compute_floor_ms", compute_ms},
+         {"memory_floor_ms", memory_ms},
+         {"floor_ms", floor_ms},
+         {"bound", compute_ms > memory_ms ? "compute" : "memory"},
+         {"fraction_of_roofline", t.device_ms > 0 ? floor_ms / t.device_ms : 0.0}};
     if (t.device_ms > most) most = t.device_ms, dominant = stage;
   }
-  return {{"stages", out}, {"copy_gb_per_s", copy_gbps}, {"dominant", dominant}};
+  return {{"stages", out},
+          {"copy_gb_per_s", roofline.copy_gbps},
+          {"peak_tflops", {{"tensor_fp8", roofline.tensor_fp8_tflops},
+                           {"tensor_bf16", roofline.tensor_bf16_tflops},
+                           {"fp32_fma", roofline.fp32_tflops}}},
+          {"dominant", dominant}};
 }
 
-std::string StudyTimings::text(double copy_gbps) const {
-  const nlohmann::json j = to_json(copy_gbps);
-  std::string out = fmt::format("device time per stage (copy bandwidth {:.0f} GB/s):\n", copy_gbps);
+std::string StudyTimings::text(const Roofline& roofline) const {
+  const nlohmann::json j = to_json(roofline);
+  std::string out = fmt::format(
+      "device time per stage (copy bandwidth {:.0f} GB/s; dense peaks fp8 / bf16 tensor {:.0f} / {:.0f} TFLOP/s, "
+      "fp32 FMA {:.0f}):\n",
+      roofline.copy_gbps, roofline.tensor_fp8_tflops, roofline.tensor_bf16_tflops, roofline.fp32_tflops);
   for (const auto& [stage, t] : j.at("stages").items()) {
-    out += fmt::format("  {:<28} {:>6} calls {:>10.3f} ms {:>9.1f} GB/s {:>6.1f}% of copy{}\n", stage,
-                       t.at("calls").get<int64_t>(), t.at("device_ms").get<double>(), t.at("gb_per_s").get<double>(),
-                       100.0 * t.at("fraction_of_copy").get<double>(),
+    const bool compute = t.at("bound").get<std::string>() == "compute";
+    out += fmt::format("  {:<28} {:>6} calls {:>10.3f} ms {:>9.1f} GB/s {:>6.1f}% of copy{} {:>6.1f}% of roofline ({}){}\n",
+                       stage, t.at("calls").get<int64_t>(), t.at("device_ms").get<double>(),
+                       t.at("gb_per_s").get<double>(), 100.0 * t.at("fraction_of_copy").get<double>(),
+                       compute ? fmt::format(" {:>7.1f} TFLOP/s", t.at("tflops").get<double>()) : std::string(17, ' '),
+                       100.0 * t.at("fraction_of_roofline").get<double>(), compute ? "compute" : "memory",
                        stage == j.at("dominant").get<std::string>() ? "  (dominant)" : "");
   }
   return out;
@@ -367,7 +406,17 @@ std::vector<float> DeviceSequence::logits(const std::vector<uint8_t>& cache, con
   const double bytes = static_cast<double>(q.values.size() + q.scales.size() + 4 * q.weights.size()) +
                        static_cast<double>(*std::max_element(valid.begin(), valid.end())) * row_bytes +
                        4.0 * static_cast<double>(valid.size()) * static_cast<double>(n_);
-  return timed(timings_, "logits", kernel, bytes, [&] { return kernel.paged_logits(b); });
+  // A multiply-add per head, dim, row and key scored; on the tensor cores of the cache's
+  // format under the bounded contract, on fp32 FMA lanes in exact order.
+  double keys_scored = 0.0;
+  for (int32_t v : valid) keys_scored += v;
+  const double flops = 2.0 * static_cast<double>(q.weights.size()) * kHeadDim * keys_scored /
+                       static_cast<double>(valid.size());
+  const ComputeUnit unit = kernels_.logits_exact_order                   ? ComputeUnit::kFp32Fma
+                           : b.k_format == ref::StorageFormat::kFp8E4m3fn ? ComputeUnit::kTensorFp8
+                                                                          : ComputeUnit::kTensorBf16;
+  return timed(
+      timings_, "logits", kernel, bytes, [&] { return kernel.paged_logits(b); }, flops, unit);
 }
 
 std::vector<int32_t> DeviceSequence::topk(const std::vector<float>& logits, const std::vector<int32_t>& valid,

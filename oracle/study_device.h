@@ -36,27 +36,42 @@
 
 namespace dsaf::oracle {
 
-// Device time and modelled memory traffic of one stage, summed over a study's calls.
-// Traffic is the least a kernel must move (docs/device-studies.md): keys — the input and
-// the stored rows; queries — bf16 input, head weights, codes and folded weights; logits —
-// the queries, every cache row of the sequence once and the logits written; top-K — the
-// logits read and the indices written.
+// Where a stage's arithmetic runs at best, for its compute floor.
+enum class ComputeUnit { kNone, kTensorFp8, kTensorBf16, kFp32Fma };
+
+// Device time, modelled memory traffic and arithmetic of one stage, summed over a study's
+// calls. Traffic is the least a kernel must move (docs/device-studies.md): keys — the input
+// and the stored rows; queries — bf16 input, head weights, codes and folded weights;
+// logits — the queries, every cache row of the sequence once and the logits written;
+// top-K — the logits read and the indices written. Arithmetic is counted for the logits
+// only (2 x heads x 128 flops per row and key scored), the one stage whose work grows as
+// rows x keys; the others are memory-bound by orders of magnitude.
 struct StageTiming {
   std::string kernel;  // the kernel's name
   int64_t calls = 0;
   double device_ms = 0.0;  // KernelUnderTest::last_device_ms, summed
   double bytes = 0.0;
+  std::map<ComputeUnit, double> flops;  // by the unit it runs on (a stage's recipes may differ)
+};
+
+// The roofline: a device-to-device copy's GB/s (measured by the caller) and the dense
+// arithmetic peaks in TFLOP/s (dev::ComputePeaks; 0 = unknown, no compute floor).
+struct Roofline {
+  double copy_gbps = 0.0;
+  double tensor_fp8_tflops = 0.0, tensor_bf16_tflops = 0.0, fp32_tflops = 0.0;
+  double peak_tflops(ComputeUnit unit) const;  // 0 for kNone
 };
 
 struct StudyTimings {
   // Per stage and kernel, "<stage> [<kernel name>]": stages "keys", "queries", "logits",
   // "topk" (a study's stages may run on the kernel under test and on the fallback).
   std::map<std::string, StageTiming> stages;
-  // Achieved bandwidth per stage and its fraction of `copy_gbps` (a device-to-device copy's
-  // GB/s, measured by the caller); the stage and kernel with the most device time is the
-  // dominant one.
-  nlohmann::json to_json(double copy_gbps) const;
-  std::string text(double copy_gbps) const;
+  // Per stage: achieved bandwidth and its fraction of the copy's; the floor, the larger
+  // of the traffic at copy bandwidth and the arithmetic at its unit's peak ("memory" or
+  // "compute" bound), and the fraction of it reached (floor / device time). The stage and
+  // kernel with the most device time is the dominant one.
+  nlohmann::json to_json(const Roofline& roofline) const;
+  std::string text(const Roofline& roofline) const;
 };
 
 // The page size of the needle study's device cache (the sweep's is its config's): 64

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,22 @@ struct CudaFreeAsync {
   void operator()(int32_t* p) const { cudaFreeAsync(p, nullptr); }
 };
 
+// A device's default pool hands its memory back to the driver at every synchronisation
+// (release threshold 0), so each synchronous call's status array would be mapped afresh.
+// Once per device, the pool is told to keep what it has reserved (a few pages here).
+void keep_default_pool_reserved() {
+  static std::mutex mutex;
+  static std::set<int> done;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!done.insert(device).second) return;
+  cudaMemPool_t pool{};
+  check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+  uint64_t keep = UINT64_MAX;
+  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+}
+
 }  // namespace
 
 void launch_topk(const TopKArgs& args, int blocks_per_row) {
@@ -84,6 +102,7 @@ void launch_topk(const TopKArgs& args, int blocks_per_row) {
   std::unique_ptr<int32_t, CudaFreeAsync> owned;
   int32_t* status = args.row_status;
   if (status == nullptr) {
+    keep_default_pool_reserved();
     int32_t* p = nullptr;
     check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&p), sizeof(int32_t) * args.rows, nullptr),
                "top-K status cudaMallocAsync");

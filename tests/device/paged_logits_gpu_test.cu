@@ -6,7 +6,7 @@
 // On the same batches, the tensor-core kernel (device/paged_logits_mma.cu) against the
 // bound derived in its header (oracle/logits_bound.h), on every score, for every preset it
 // takes (fp8 cache with fp8 queries, bf16 cache with fp8 or bf16 queries; fp32
-// accumulation; 16-64 heads).
+// accumulation; 16-64 heads), at one row a block and (64 heads) at four rows a block.
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -64,7 +64,7 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
 
   int64_t rows_checked = 0, scores_checked = 0, masked_checked = 0, nan_scores = 0;
   const bool fast = fast_kernel_takes(recipe);
-  int64_t fast_checked = 0, fast_equal = 0;
+  int64_t fast_checked = 0, fast_equal = 0, four_row_checked = 0, four_row_equal = 0;
   double worst_fraction = 0.0;
   for (int batch_index = 0; rows_checked < 1300; ++batch_index) {
     const int page_size = page_sizes[batch_index % 9];
@@ -161,7 +161,13 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
     dev::launch_paged_logits(a);
     const std::vector<float> logits = d_logits.download();
 
-    if (fast && H >= 16) {
+    // The tensor-core kernel one row a block and, at 64 heads, four rows a block (the
+    // shared_row_run hint; this batch's rows of one sequence come in runs of 0-6 or of
+    // next_n, so blocks of rows of several sequences take their per-sequence passes).
+    std::vector<float> one_row_logits;
+    for (const int run : {1, 4}) {
+      if (!fast || H < 16 || (run == 4 && H != 64)) continue;
+      a.shared_row_run = run;
       dev::launch_paged_logits_fast(a);
       const std::vector<float> fast_logits = d_logits.download();
       for (int r = 0; r < rows; ++r) {
@@ -171,22 +177,29 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
         const std::vector<double> exact =
             ref::index_scores(ref::prepare_query(q.heads, q.weights), matrices[seq], valid, ref::ScoreAccum::kExact);
         for (int64_t s = 0; s < max_context; ++s) {
-          const float got = fast_logits[static_cast<size_t>(r) * max_context + s];
+          const size_t at = static_cast<size_t>(r) * max_context + s;
+          const float got = fast_logits[at];
           if (s >= valid) {
-            ASSERT_TRUE(std::isinf(got) && got < 0) << "fast kernel: masked key " << s << " of row " << r << " is " << got;
+            ASSERT_TRUE(std::isinf(got) && got < 0) << "fast kernel (run " << run << "): masked key " << s << " of row " << r << " is " << got;
             continue;
           }
           const ref::StoredHead& key = keys[seq][s];
           const double bound = oracle::bounded_logit_error(recipe.key_quant.format, H, key.dot_scale,
                                                            oracle::weighted_magnitude(q, key.dot_values.data()));
           const double error = std::fabs(static_cast<double>(got) - exact[s]);
-          ASSERT_LE(error, bound) << recipe.name << " fast kernel, batch " << batch_index << " row " << r << " key " << s
-                                  << ": " << got << " vs exact " << exact[s];
+          ASSERT_LE(error, bound) << recipe.name << " fast kernel (run " << run << "), batch " << batch_index << " row " << r
+                                  << " key " << s << ": " << got << " vs exact " << exact[s];
           if (bound > 0) worst_fraction = std::max(worst_fraction, error / bound);
-          fast_equal += bits_of(got) == bits_of(logits[static_cast<size_t>(r) * max_context + s]);
-          ++fast_checked;
+          if (run == 1) {
+            fast_equal += bits_of(got) == bits_of(logits[at]);
+            ++fast_checked;
+          } else {
+            four_row_equal += bits_of(got) == bits_of(one_row_logits[at]);
+            ++four_row_checked;
+          }
         }
       }
+      if (run == 1) one_row_logits = fast_logits;
     }
 
     for (int r = 0; r < rows; ++r) {
@@ -212,11 +225,14 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
     }
   }
   if (fast) EXPECT_GT(fast_checked, 0) << recipe.name << ": the tensor-core kernel was never checked";
+  if (fast) EXPECT_GT(four_row_checked, 0) << recipe.name << ": four rows a block were never checked";
   if (fast_checked > 0) {
     std::printf("[ %s ] fast (%s tensor-core) paged logits: %lld scores within the derived bound; largest error "
                 "%.3g of its bound, %lld scores bit-equal to the exact-order kernel\n",
                 recipe.name.c_str(), recipe.key_quant.format == ref::StorageFormat::kFp8E4m3fn ? "fp8" : "bf16",
                 static_cast<long long>(fast_checked), worst_fraction, static_cast<long long>(fast_equal));
+    std::printf("[ %s ] four rows a block: %lld scores within the bound, %lld bit-equal to one row a block\n",
+                recipe.name.c_str(), static_cast<long long>(four_row_checked), static_cast<long long>(four_row_equal));
   }
   std::printf("[ %s ] paged logits: %lld query rows, %lld scores bit-equal, %lld masked keys -inf, %lld NaN scores\n",
               recipe.name.c_str(), static_cast<long long>(rows_checked), static_cast<long long>(scores_checked),
@@ -225,7 +241,8 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
 
 // Both kernels are deterministic by construction (fixed orders, no atomics): 20 reruns of
 // a decode batch (8 sequences x 2 queries, 64 heads, 20K context, fp8 queries; fp8 and
-// bf16 caches) give the same bits every time.
+// bf16 caches) give the same bits every time, the tensor-core kernel at one and at four
+// rows a block.
 TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
   DSAF_REQUIRE_GPU();
   std::mt19937 rng(11);
@@ -280,7 +297,11 @@ TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
     a.page_table_stride = kPagesPerSeq;
     a.max_context = kContext;
     a.logits = d_logits.get();
-    for (const bool fast : {false, true}) {
+    // Kernels: exact-order, tensor-core one row a block, tensor-core four rows a block
+    // (the rows come in runs of next_n = 2, so every block takes two passes).
+    for (const int kernel : {0, 1, 4}) {
+      const bool fast = kernel > 0;
+      a.shared_row_run = fast ? kernel : 1;
       std::vector<float> first;
       for (int run = 0; run < 20; ++run) {
         fast ? dev::launch_paged_logits_fast(a) : dev::launch_paged_logits(a);
@@ -290,7 +311,8 @@ TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
           continue;
         }
         ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * 4))
-            << (fp8 ? "fp8" : "bf16") << " cache, " << (fast ? "fast" : "exact-order") << " kernel, run " << run
+            << (fp8 ? "fp8" : "bf16") << " cache, " << (fast ? "fast" : "exact-order") << " kernel ("
+            << a.shared_row_run << " row run), run " << run
             << " differs from run 0";
       }
     }
@@ -401,6 +423,20 @@ TEST(PagedLogitsExactOrder, InexactProductsTakeTheSeparateMultiplyAndAdd) {
 
 // The tensor-core kernel takes only what its operand types hold exactly; everything else is
 // bad input, named in the message, before any CUDA call (no GPU needed).
+// The hint our plug-in derives from row_seq: 4 when at least half of the aligned groups of
+// four rows lie in one sequence (a study's or a prefill chunk's queries), 1 for decode.
+TEST(PagedLogitsFast, TheRowRunHintComesFromAlignedGroupsOfOneSequence) {
+  const auto run = [](std::vector<int32_t> seq) { return dev::shared_row_run_of(seq.data(), static_cast<int>(seq.size())); };
+  EXPECT_EQ(run(std::vector<int32_t>(64, 0)), 4);
+  EXPECT_EQ(run({0, 0, 0, 0, 1, 1, 1, 1, 2}), 4);
+  EXPECT_EQ(run({0, 0, 0, 0, 1, 1, 2, 2}), 4);     // one group of two: half
+  EXPECT_EQ(run({0, 0, 1, 1, 2, 2, 3, 3}), 1);     // next_n = 2 decode
+  EXPECT_EQ(run({0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4}), 1);  // one of three
+  EXPECT_EQ(run({0, 0, 0}), 1);                    // no whole group
+  const dev::LogitRows decode = dev::decode_rows(std::vector<int32_t>(32, 1000), 1);
+  EXPECT_EQ(run(decode.seq), 1);
+}
+
 TEST(PagedLogitsFast, RejectsFormatsItCannotMultiplyExactly) {
   using F = ref::StorageFormat;
   const struct {

@@ -346,12 +346,37 @@ TEST(DeviceStudyRounding, RoundsWhatTheKernelTakesInBf16AndSaysSo) {
 
 TEST(DeviceStudyTimings, TheDominantStageIsTheOneWithTheMostDeviceTime) {
   StudyTimings t;
-  t.stages["keys"] = {"k", 1, 0.2, 2.0e8};
-  t.stages["logits"] = {"l", 1, 0.5, 1.5e9};
-  const nlohmann::json j = t.to_json(4000.0);
+  t.stages["keys"] = {"k", 1, 0.2, 2.0e8, {}};
+  t.stages["logits"] = {"l", 1, 0.5, 1.5e9, {}};
+  const nlohmann::json j = t.to_json(Roofline{4000.0});
   EXPECT_EQ(j["dominant"], "logits");
   EXPECT_DOUBLE_EQ(j["stages"]["logits"]["gb_per_s"].get<double>(), 3000.0);
   EXPECT_DOUBLE_EQ(j["stages"]["logits"]["fraction_of_copy"].get<double>(), 0.75);
+  EXPECT_EQ(j["stages"]["logits"]["bound"], "memory");  // no arithmetic counted
+  EXPECT_DOUBLE_EQ(j["stages"]["logits"]["fraction_of_roofline"].get<double>(), 0.75);
+}
+
+// The floor is the larger of traffic over the copy bandwidth and arithmetic over its
+// unit's peak: 1e12 flops on fp8 tensor cores of 2,000 TFLOP/s take at least 0.5 ms,
+// more than 1.5e9 bytes at 4,000 GB/s (0.375 ms); done in 1 ms that is half the roofline.
+TEST(DeviceStudyTimings, AStageIsJudgedAgainstTheLargerOfItsTwoFloors) {
+  StudyTimings t;
+  t.stages["logits"] = {"l", 1, 1.0, 1.5e9, {{ComputeUnit::kTensorFp8, 1.0e12}}};
+  t.stages["topk"] = {"t", 1, 0.75, 1.5e9, {}};
+  const Roofline roofline{4000.0, 2000.0, 1000.0, 60.0};
+  const nlohmann::json j = t.to_json(roofline);
+  const nlohmann::json& logits = j["stages"]["logits"];
+  EXPECT_EQ(logits["bound"], "compute");
+  EXPECT_DOUBLE_EQ(logits["floor_ms"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(logits["fraction_of_roofline"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(logits["tflops"].get<double>(), 1000.0);
+  EXPECT_EQ(j["stages"]["topk"]["bound"], "memory");
+  EXPECT_DOUBLE_EQ(j["stages"]["topk"]["fraction_of_roofline"].get<double>(), 0.5);
+  // Half of it on bf16 tensor cores (half the peak): 0.25 + 0.5 ms, three quarters.
+  t.stages["logits"].flops = {{ComputeUnit::kTensorFp8, 0.5e12}, {ComputeUnit::kTensorBf16, 0.5e12}};
+  EXPECT_DOUBLE_EQ(t.to_json(roofline)["stages"]["logits"]["fraction_of_roofline"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(t.to_json(roofline)["stages"]["logits"]["flops"].get<double>(), 1.0e12);
+  EXPECT_NE(t.text(roofline).find("(compute)"), std::string::npos);
 }
 
 }  // namespace

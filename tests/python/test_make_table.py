@@ -607,6 +607,32 @@ def test_the_notes_say_why_no_upstream_kernel_stands_beside_a_row():
         assert "[1] No upstream timings were given (--peers)." in r.stdout.splitlines(), r.stdout
 
 
+def test_one_sequence_logits_cases_are_their_own_rows_against_their_roofline():
+    # paged_logits_bench.cu's files since the one-sequence cases: a "shape" per case. Decode
+    # cases keep their rows (and eager time); one-sequence cases get rows of their own, with
+    # the fraction of the roofline that binds them and no eager or upstream time.
+    copy = 4250.0
+    with tempfile.TemporaryDirectory() as d:
+        def case(shape, rows, cache, kernel, ms, nbytes, roofline, bound):
+            return {"shape": shape, "rows": rows, "cache": cache, "kernel": kernel, "ms": ms, "bytes": nbytes,
+                    "fraction_of_roofline": roofline, "bound": bound}
+        logits = write(d, "paged-logits.json", {
+            "gpu": GPU, "copy_bandwidth_gbps": copy, "cases": [
+                case("decode", 32, "fp8", "fp8-mma", 0.155, LOGITS_BYTES["fp8"], 0.87, "memory"),
+                case("one sequence", 64, "fp8", "fp8-mma", 0.239, 51.4e6, 0.27, "compute"),
+                case("one sequence", 64, "fp8", "fp8-mma-4rows", 0.200, 51.4e6, 0.32, "compute")]})
+        torch = torch_paged_logits_file(d, 5.18, 5.34)
+        r = run(["--paged-logits", logits, "--torch-paged-logits", torch])
+        assert r.returncode == 0, r.stderr
+        rows = table_rows(r.stdout)
+        decode = rows[("paged logits", "fp8 cache", "fp8-mma (paged_logits_mma.cu)")]
+        assert decode[6] == "5.180", r.stdout  # column 6: eager
+        four = rows[("paged logits", "fp8 cache, one sequence, 64 rows", "fp8-mma-4rows (paged_logits_mma.cu)")]
+        assert four[6] == "-" and four[NOTES] == "32% of the compute roofline", r.stdout
+        assert note_of(r.stdout, four[UPSTREAM]) == "No upstream kernel or eager time of this shape is recorded.", r.stdout
+        assert ("paged logits", "fp8 cache, one sequence, 64 rows", "fp8-mma (paged_logits_mma.cu)") in rows
+
+
 def test_a_run_summary_and_the_cpu_reference_from_members_of_a_bundle():
     # A run's bundle in the summary format: the key store summarised per recipe and sequence length (three
     # schedules and the bytes-only twin; the best schedule's fraction of copy, no bytes) and the
