@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "oracle/logits_bound.h"
+#include "oracle/parallel.h"
 #include "oracle/study_internal.h"
 #include "reference/error.h"
 #include "reference/pipeline.h"
@@ -113,7 +114,7 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
   for (const Recipe* r : members) model_names.push_back(r->name);
   const ref::KeyMatrix exact_keys = build_keys(exact, acts, n, exact_table, config.threads);
   const ref::PreparedQuery exact_q = build_query(exact, acts, query_input, t, exact_table);
-  const std::vector<double> exact_scores = ref::index_scores(exact_q, exact_keys, n, exact.score);
+  const std::vector<double> exact_scores = index_scores(exact_q, exact_keys, n, exact.score, config.threads);
   std::vector<Scored> scored;
   std::vector<OnDevice> on_device;
   const StudyDevice& device = config.device;
@@ -122,7 +123,7 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
     const ref::RopeTable& table = rope.get(r->rope.table);
     ref::KeyMatrix keys = build_keys(*r, acts, n, table, config.threads);
     ref::PreparedQuery q = build_query(*r, acts, query_input, t, table);
-    std::vector<double> s = ref::index_scores(q, keys, n, r->score);
+    std::vector<double> s = index_scores(q, keys, n, r->score, config.threads);
     if (device.kernel != nullptr) {
       OnDevice d;
       d.kernels = stage_kernels(device, *r, K, *std::max_element(config.contexts.begin(), config.contexts.end()),
@@ -143,7 +144,7 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
       check_key_slots(where, *r, acts, table, d.sequence->cache(), kNeedlePageSize, slots, slot_inputs);
       d.checked_cases = sample_rows(cases_per_model, device.check_rows, sample_seed + 1);
       if (!d.kernels.logits_exact_order && !d.checked_cases.empty()) {
-        d.expectation = expect_logits(*r, false, d.reference_query, keys, n);
+        d.expectation = expect_logits(*r, false, d.reference_query, keys, n, config.threads);
       }
       d.keys = std::make_unique<ref::KeyMatrix>(std::move(keys));
       on_device.push_back(std::move(d));

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "oracle/logits_bound.h"
+#include "oracle/parallel.h"
 #include "oracle/topk_verdict.h"
 #include "reference/error.h"
 #include "reference/numeric/minifloat.h"
@@ -550,20 +551,22 @@ void check_no_nan(const std::string& where, const float* logits_row, int64_t val
 }
 
 LogitsExpectation expect_logits(const ref::Recipe& recipe, bool exact_order, const ref::QueryOutput& q,
-                                const ref::KeyMatrix& keys, int64_t valid) {
+                                const ref::KeyMatrix& keys, int64_t valid, int threads) {
   LogitsExpectation e;
   const ref::PreparedQuery prepared = ref::prepare_query(q.heads, q.weights);
   if (exact_order) {
-    e.expected = ref::index_scores(prepared, keys, valid, recipe.score);
+    e.expected = index_scores(prepared, keys, valid, recipe.score, threads);
     return e;
   }
-  e.exact = ref::index_scores(prepared, keys, valid, ref::ScoreAccum::kExact);
+  e.exact = index_scores(prepared, keys, valid, ref::ScoreAccum::kExact, threads);
   e.bound.resize(valid);
   const int heads = static_cast<int>(q.heads.size());
-  for (int64_t s = 0; s < valid; ++s) {
-    e.bound[s] = bounded_logit_error(recipe.key_quant.format, heads, keys.dot_scales[s],
-                                     weighted_magnitude(q, keys.dot_values.data() + s * kHeadDim));
-  }
+  parallel_for(valid, valid >= kMinKeysPerThread ? threads : 1, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      e.bound[s] = bounded_logit_error(recipe.key_quant.format, heads, keys.dot_scales[s],
+                                       weighted_magnitude(q, keys.dot_values.data() + s * kHeadDim));
+    }
+  });
   return e;
 }
 

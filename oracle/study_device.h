@@ -197,7 +197,7 @@ struct LogitsExpectation {
   std::vector<double> expected, exact, bound;
 };
 LogitsExpectation expect_logits(const ref::Recipe& recipe, bool exact_order, const ref::QueryOutput& q,
-                                const ref::KeyMatrix& keys, int64_t valid);
+                                const ref::KeyMatrix& keys, int64_t valid, int threads = 1);
 
 // What a device study adds to its CPU memory model (study_keys.h), in bytes, at the longest
 // context n with `rows` query rows a call: the key inputs as fp32 and the key batch's copy

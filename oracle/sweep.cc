@@ -134,7 +134,8 @@ RecipeRows device_rows(const SweepConfig& config, const Recipe& recipe, const Ac
       const ref::QueryOutput expected_q =
           ref::run_query_path(recipe, q_in.data(), H, wproj.data(), static_cast<int>(positions[j]), table);
       check_query_row(at, recipe, q, j, expected_q);
-      const LogitsExpectation e = expect_logits(recipe, kernels.logits_exact_order, expected_q, keys, valid[j]);
+      const LogitsExpectation e =
+          expect_logits(recipe, kernels.logits_exact_order, expected_q, keys, valid[j], config.threads);
       check_logits_row(at, kernels.logits_exact_order, logits.data() + j * n, valid[j], n, e.expected, e.exact, e.bound);
       check_topk_row(at, kernels, logits.data() + j * n, valid[j], K, top.data() + j * K);
     }

@@ -13,11 +13,13 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "device/api.h"
 #include "oracle/needle.h"
+#include "oracle/parallel.h"
 #include "oracle/results_io.h"
 #include "oracle/study_device.h"
 #include "oracle/sweep.h"
@@ -342,6 +344,45 @@ TEST(DeviceStudyRounding, RoundsWhatTheKernelTakesInBf16AndSaysSo) {
   EXPECT_TRUE(changed);
   EXPECT_EQ(source->describe()["rounded_to_bf16"].size(), 3u);
   EXPECT_EQ(rounded_inputs(base, InputRounding{}), base);
+}
+
+// Scores over key ranges on threads, and the bounded expectation built from them, are the
+// one-thread values bit for bit: 10,000 keys of an fp8 and a bf16 recipe (three ranges on
+// three threads; one range below kMinKeysPerThread keys), 8 heads.
+TEST(DeviceStudyScores, ThreadsGiveTheOneThreadValues) {
+  const int kHeads = 8;
+  const int64_t kKeys = 10000;
+  std::mt19937 rng(41);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16"}) {
+    const ref::Recipe& recipe = ref::preset(name);
+    const ref::RopeTable rope(recipe.rope.table, kKeys);
+    std::vector<float> norm_weight(kHeadDim), norm_bias(kHeadDim);
+    for (int i = 0; i < kHeadDim; ++i) norm_weight[i] = 1.0f + 0.1f * normal(rng), norm_bias[i] = 0.1f * normal(rng);
+    const ref::NormParams norm{norm_weight.data(), norm_bias.data()};
+    ref::KeyMatrix keys;
+    std::vector<float> row(kHeadDim);
+    for (int64_t s = 0; s < kKeys; ++s) {
+      for (float& v : row) v = normal(rng);
+      keys.append(ref::run_key_path(recipe, row.data(), static_cast<int>(s), norm, rope));
+    }
+    std::vector<float> q_in(static_cast<size_t>(kHeads) * kHeadDim), wproj(kHeads);
+    for (float& v : q_in) v = normal(rng);
+    for (float& v : wproj) v = normal(rng);
+    const ref::QueryOutput q = ref::run_query_path(recipe, q_in.data(), kHeads, wproj.data(), kKeys - 1, rope);
+    const ref::PreparedQuery prepared = ref::prepare_query(q.heads, q.weights);
+    for (const ref::ScoreAccum accum : {recipe.score, ref::ScoreAccum::kExact}) {
+      const std::vector<double> serial = ref::index_scores(prepared, keys, kKeys, accum);
+      EXPECT_EQ(index_scores(prepared, keys, kKeys, accum, 3), serial) << name;
+      EXPECT_EQ(index_scores(prepared, keys, 3000, accum, 3),
+                std::vector<double>(serial.begin(), serial.begin() + 3000)) << name;
+    }
+    const LogitsExpectation one = expect_logits(recipe, false, q, keys, kKeys, 1);
+    const LogitsExpectation three = expect_logits(recipe, false, q, keys, kKeys, 3);
+    EXPECT_EQ(three.exact, one.exact) << name;
+    EXPECT_EQ(three.bound, one.bound) << name;
+    EXPECT_EQ(expect_logits(recipe, true, q, keys, kKeys, 3).expected, ref::index_scores(prepared, keys, kKeys, recipe.score));
+  }
 }
 
 TEST(DeviceStudyTimings, TheDominantStageIsTheOneWithTheMostDeviceTime) {
