@@ -22,10 +22,10 @@
 // tensor core works on one. Per step and warp the loop issues a handful of copies, one
 // barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. A block whose rows belong to several
 // sequences walks its keys once per sequence (a pass), scoring that sequence's rows; rows
-// of one sequence take one pass. On the H200 (decode 32 x 64 heads x 128K;
-// bench/results/LOG.md): fp8 0.150 ms = 91% of copy, bf16 0.269 ms = 96%. An mma.sync
-// kernel is held back by the tensor pipe and the shared-memory reloads of the query's
-// fragments (68% / 86% of copy), which wgmma reads from shared memory itself. Rows of one
+// of one sequence take one pass. Decode is memory-bound and runs near the copy bandwidth
+// (docs/key-path-speed.md); wgmma reads the query's operand from shared memory itself, where
+// an mma.sync kernel was held back by the tensor pipe and the shared-memory reloads of the
+// query's fragments. Rows of one
 // sequence (64 queries x 128K keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row
 // and key against 132 bytes a key read once; one row a block reads the cache once a row.
 //
@@ -166,7 +166,7 @@ __device__ __forceinline__ uint64_t sw128_descriptor(uint32_t address) {
 
 // D (+)= A x B for A a 64-key tile and B the block's query tile of N = 64 x kRows rows, one
 // k slice, both from shared memory; accumulate false overwrites D. The instruction is
-// asynchronous: wgmma_wait before D is read. N / 2 accumulators a thread.
+// asynchronous: wgmma_wait_all before D is read. N / 2 accumulators a thread.
 #define DSAF_WGMMA_64X64(INSTRUCTION, OPERANDS)                                                                        \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" INSTRUCTION                                       \
                " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
@@ -231,9 +231,7 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[kN / 2], uint64_t a, uint6
 // Orders this warp's earlier register accesses of the accumulators before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-// Waits until at most kPending of this warp's committed groups are still running.
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // The compiler does not know that wgmma writes the accumulators in the background: each
 // is passed through an empty asm after the wait, so no read of it moves above the wait.
 template <int kCount>
@@ -336,8 +334,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   // The block's steps: step i holds keys block_first + 64 i + [0, 64) in ring slot
   // i % kStages. Chunk c of a key row is copied by thread c + kChunksPerRow x (key mod
   // kKeysPerPass), 16 bytes (in 4-byte pieces when kPieceBytes is 4), so one warp
-  // instruction reads whole 128-byte lines and L2 serves each line in one request (runs
-  // 18-21: one sector of many lines per instruction kept the L2 busy at half the DRAM
+  // instruction reads whole 128-byte lines and L2 serves each line in one request (one
+  // sector of many lines per instruction, measured, kept the L2 busy at half the DRAM
   // rate). Keys past `valid` are zero-filled from an address that is valid and not read;
   // steps wholly past it copy nothing. fp8: thread k < 64 also copies key k's scale.
   constexpr int kKeysPerPass = T::kThreads / T::kChunksPerRow, kPasses = T::kKeysPerStep / kKeysPerPass;
@@ -484,7 +482,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
       wait_async<T::kStages - 2>();   // this thread's copies of step i have landed
       fence_proxy_async();            // ... for the tensor core
       // Every thread's copies of step i are visible, and every thread is past step i - 1's
-      // wgmma_wait: its slot may be refilled.
+      // wgmma_wait_all: its slot may be refilled.
       __syncthreads();
       issue(i + T::kStages - 1);
       const int slot = i % T::kStages;
@@ -498,7 +496,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
         continue;
       }
       dots(slot);
-      wgmma_wait<0>();
+      wgmma_wait_all();
       pin_accumulators(acc);
       epilogue(first, slot, pass);
     }

@@ -165,9 +165,9 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
     // shared_row_run hint; this batch's rows of one sequence come in runs of 0-6 or of
     // next_n, so blocks of rows of several sequences take their per-sequence passes).
     std::vector<float> one_row_logits;
-    for (const int run : {1, 4}) {
-      if (!fast || H < 16 || (run == 4 && H != 64)) continue;
-      a.shared_row_run = run;
+    for (const int row_run : {1, 4}) {
+      if (!fast || H < 16 || (row_run == 4 && H != 64)) continue;
+      a.shared_row_run = row_run;
       dev::launch_paged_logits_fast(a);
       const std::vector<float> fast_logits = d_logits.download();
       for (int r = 0; r < rows; ++r) {
@@ -180,17 +180,18 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
           const size_t at = static_cast<size_t>(r) * max_context + s;
           const float got = fast_logits[at];
           if (s >= valid) {
-            ASSERT_TRUE(std::isinf(got) && got < 0) << "fast kernel (run " << run << "): masked key " << s << " of row " << r << " is " << got;
+            ASSERT_TRUE(std::isinf(got) && got < 0)
+                << "fast kernel (row run hint " << row_run << "): masked key " << s << " of row " << r << " is " << got;
             continue;
           }
           const ref::StoredHead& key = keys[seq][s];
           const double bound = oracle::bounded_logit_error(recipe.key_quant.format, H, key.dot_scale,
                                                            oracle::weighted_magnitude(q, key.dot_values.data()));
           const double error = std::fabs(static_cast<double>(got) - exact[s]);
-          ASSERT_LE(error, bound) << recipe.name << " fast kernel (run " << run << "), batch " << batch_index << " row " << r
+          ASSERT_LE(error, bound) << recipe.name << " fast kernel (row run hint " << row_run << "), batch " << batch_index << " row " << r
                                   << " key " << s << ": " << got << " vs exact " << exact[s];
           if (bound > 0) worst_fraction = std::max(worst_fraction, error / bound);
-          if (run == 1) {
+          if (row_run == 1) {
             fast_equal += bits_of(got) == bits_of(logits[at]);
             ++fast_checked;
           } else {
@@ -199,7 +200,7 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
           }
         }
       }
-      if (run == 1) one_row_logits = fast_logits;
+      if (row_run == 1) one_row_logits = fast_logits;
     }
 
     for (int r = 0; r < rows; ++r) {
@@ -303,17 +304,16 @@ TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
       const bool fast = kernel > 0;
       a.shared_row_run = fast ? kernel : 1;
       std::vector<float> first;
-      for (int run = 0; run < 20; ++run) {
+      for (int launch = 0; launch < 20; ++launch) {
         fast ? dev::launch_paged_logits_fast(a) : dev::launch_paged_logits(a);
         const std::vector<float> got = d_logits.download();
-        if (run == 0) {
+        if (launch == 0) {
           first = got;
           continue;
         }
         ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * 4))
-            << (fp8 ? "fp8" : "bf16") << " cache, " << (fast ? "fast" : "exact-order") << " kernel ("
-            << a.shared_row_run << " row run), run " << run
-            << " differs from run 0";
+            << (fp8 ? "fp8" : "bf16") << " cache, " << (fast ? "fast" : "exact-order") << " kernel (row run hint "
+            << a.shared_row_run << "), launch " << launch << " differs from the first";
       }
     }
   }
@@ -421,22 +421,22 @@ TEST(PagedLogitsExactOrder, InexactProductsTakeTheSeparateMultiplyAndAdd) {
   EXPECT_GT(fusing_would_differ, 100) << "the inputs do not tell fused from separate rounding";
 }
 
-// The tensor-core kernel takes only what its operand types hold exactly; everything else is
-// bad input, named in the message, before any CUDA call (no GPU needed).
 // The hint our plug-in derives from row_seq: 4 when at least half of the aligned groups of
 // four rows lie in one sequence (a study's or a prefill chunk's queries), 1 for decode.
 TEST(PagedLogitsFast, TheRowRunHintComesFromAlignedGroupsOfOneSequence) {
-  const auto run = [](std::vector<int32_t> seq) { return dev::shared_row_run_of(seq.data(), static_cast<int>(seq.size())); };
-  EXPECT_EQ(run(std::vector<int32_t>(64, 0)), 4);
-  EXPECT_EQ(run({0, 0, 0, 0, 1, 1, 1, 1, 2}), 4);
-  EXPECT_EQ(run({0, 0, 0, 0, 1, 1, 2, 2}), 4);     // one group of two: half
-  EXPECT_EQ(run({0, 0, 1, 1, 2, 2, 3, 3}), 1);     // next_n = 2 decode
-  EXPECT_EQ(run({0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4}), 1);  // one of three
-  EXPECT_EQ(run({0, 0, 0}), 1);                    // no whole group
+  const auto hint = [](std::vector<int32_t> seq) { return dev::shared_row_run_of(seq.data(), static_cast<int>(seq.size())); };
+  EXPECT_EQ(hint(std::vector<int32_t>(64, 0)), 4);
+  EXPECT_EQ(hint({0, 0, 0, 0, 1, 1, 1, 1, 2}), 4);
+  EXPECT_EQ(hint({0, 0, 0, 0, 1, 1, 2, 2}), 4);     // one group of two: half
+  EXPECT_EQ(hint({0, 0, 1, 1, 2, 2, 3, 3}), 1);     // next_n = 2 decode
+  EXPECT_EQ(hint({0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4}), 1);  // one of three
+  EXPECT_EQ(hint({0, 0, 0}), 1);                    // no whole group
   const dev::LogitRows decode = dev::decode_rows(std::vector<int32_t>(32, 1000), 1);
-  EXPECT_EQ(run(decode.seq), 1);
+  EXPECT_EQ(hint(decode.seq), 1);
 }
 
+// The tensor-core kernel takes only what its operand types hold exactly; everything else is
+// bad input, named in the message, before any CUDA call (no GPU needed).
 TEST(PagedLogitsFast, RejectsFormatsItCannotMultiplyExactly) {
   using F = ref::StorageFormat;
   const struct {
