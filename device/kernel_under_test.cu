@@ -145,7 +145,9 @@ struct DeviceQueryBatch {
 };
 
 // Device time of one entry point's call: events on stream 0 around it (api.h
-// KernelUnderTest::last_device_ms).
+// KernelUnderTest::last_device_ms). The device is idle when the first event is recorded:
+// an upload from pageable memory returns once its last piece is staged, before that
+// piece's copy has run, and its tail would otherwise be timed as the call's.
 // The events are made at the first call, so that opening a kernel touches no CUDA state.
 class CallTimer {
  public:
@@ -166,6 +168,7 @@ class CallTimer {
       check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
       made_ = true;
     }
+    check_cuda(cudaDeviceSynchronize(), "before the timed call");
     check_cuda(cudaEventRecord(start_, 0), "cudaEventRecord");
     const int status = call();
     check_cuda(cudaEventRecord(stop_, 0), "cudaEventRecord");

@@ -124,16 +124,21 @@ struct WgmmaTraits {
   static constexpr int kSlices = kRowBytes / 32;       // wgmma per step: k32 e4m3 | k16 bf16
   // Ring slots and blocks per SM: fp8 4 x 8 KB and 5 blocks (3 steps = 25 KB in flight per
   // block), bf16 3 x 16 KB and 3 blocks (32 KB per block); Little's law asks for ~30 KB per
-  // SM (~4 TB/s / 132 SMs x ~1 us). Four rows a block: 128 accumulators and 64 weights a
-  // thread, so two blocks' registers fill an SM (and their steps do 4x the tensor work).
+  // SM (~4 TB/s / 132 SMs x ~1 us). Four rows a block: 128 accumulators a thread. fp8 keeps
+  // the head weights in shared memory (kWeightsInSmem), which leaves registers for three
+  // blocks an SM (65,536 / (3 x 128) = 170 a thread); bf16 keeps them in registers (64 a
+  // thread), two blocks an SM, as its two blocks' tiles (2 x 100 KB) fill the shared memory.
   static constexpr int kStages = kFp8 ? 4 : 3;
-  static constexpr int kBlocksPerSm = kRows > 1 ? 2 : kFp8 ? 5 : 3;
+  static constexpr int kBlocksPerSm = kRows > 1 ? (kFp8 ? 3 : 2) : kFp8 ? 5 : 3;
   static constexpr int kKeysPerRound = kKeysPerStep;          // a block's keys are whole steps
   static constexpr int kMinKeysPerBlock = 4 * kKeysPerStep;  // four steps a block, at least
   // Dynamic shared memory: 1 KB of slack to align the tiles to 1024 bytes (swizzle atoms),
-  // the query tile, the ring, the ring's key scales.
+  // the query tile, the ring, the ring's key scales, the head weights [row][64] (fp8, four
+  // rows a block).
   static constexpr int kScaleRingBytes = kStages * kKeysPerStep * kScaleBytes;
-  static constexpr int kSmemBytes = 1024 + kQueryTileBytes + kStages * kTileBytes + kScaleRingBytes;
+  static constexpr bool kWeightsInSmem = kFp8 && kRows > 1;
+  static constexpr int kWeightBytes = kWeightsInSmem ? kRows * 64 * 4 : 0;
+  static constexpr int kSmemBytes = 1024 + kQueryTileBytes + kStages * kTileBytes + kScaleRingBytes + kWeightBytes;
 
   static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64, "at most 64 heads: one 64-row query tile a row");
   static_assert(kRows == 1 || kRows == 4, "wgmma N = 64 or 256");
@@ -309,17 +314,36 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
     *reinterpret_cast<uint4*>(query_tile + sw128_offset<T::kQueryRows>(tile_row, c)) = chunk;
   }
   fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
-  float w[T::kRows][T::kHeadTiles][2];  // row rr's heads 8n + 2t + c: the columns of this lane's accumulators
+  // The head weights: in registers, row rr's heads 8n + 2t + c (the columns of this lane's
+  // accumulators); or in shared memory, [row][head] (heads past kHeads zero), read in pairs.
+  float w_reg[T::kWeightsInSmem ? 1 : T::kRows][T::kWeightsInSmem ? 1 : T::kHeadTiles][2];
+  float* const w_smem = reinterpret_cast<float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes +
+                                                 T::kScaleRingBytes);
+  if constexpr (T::kWeightsInSmem) {
+    for (int i = thread; i < T::kRows * 64; i += T::kThreads) {
+      const int rr = i / 64, h = i % 64;
+      w_smem[i] = rr < group_rows && h < T::kHeads ? args.weights[static_cast<int64_t>(group_first + rr) * T::kHeads + h] : 0.0f;
+    }
+  } else {
 #pragma unroll
-  for (int rr = 0; rr < T::kRows; ++rr) {
+    for (int rr = 0; rr < T::kRows; ++rr) {
 #pragma unroll
-    for (int n = 0; n < T::kHeadTiles; ++n) {
+      for (int n = 0; n < T::kHeadTiles; ++n) {
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        w[rr][n][c] = rr < group_rows ? args.weights[static_cast<int64_t>(group_first + rr) * T::kHeads + 8 * n + 2 * t + c] : 0.0f;
+        for (int c = 0; c < 2; ++c) {
+          w_reg[rr][n][c] =
+              rr < group_rows ? args.weights[static_cast<int64_t>(group_first + rr) * T::kHeads + 8 * n + 2 * t + c] : 0.0f;
+        }
       }
     }
   }
+  const auto weight_pair = [&](int rr, int n) {  // row rr's heads 8n + 2t, 8n + 2t + 1
+    if constexpr (T::kWeightsInSmem) {
+      return *reinterpret_cast<const float2*>(w_smem + rr * 64 + 8 * n + 2 * t);
+    } else {
+      return make_float2(w_reg[rr][n][0], w_reg[rr][n][1]);
+    }
+  };
   __syncthreads();
 
   // 2. Passes, one a sequence among the block's rows (one pass when they share it): a
@@ -402,34 +426,50 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   const int store_key = 16 * warp + 8 * t + g;  // t < 2
   float acc[T::kAccumulators];
 
-  // Epilogue of the step at key `first` in ring slot `slot`, for the pass's rows: ReLU,
-  // times the head weight into a running sum over the lane's heads: v0 for key 16w + g, v1
-  // for key 16w + g + 8 (row rr's columns are 64 rr + [0, 64)).
-  const auto epilogue = [&](int first, int slot, unsigned pass) {
+  // Epilogue of the step at key `first`, for the pass's rows, `scale` the fp8 key scale of
+  // key first + store_key: ReLU, times the head weight into a running sum over the lane's
+  // heads: v0[rr] for key 16w + g, v1[rr] for key 16w + g + 8 (row rr's columns are
+  // 64 rr + [0, 64)). Every row's sums are formed, the pass's rows stored: without a branch
+  // per row the 2 x kRows chains of dependent FMAs interleave, and each chain's order (and
+  // so every bit) is the one a row alone would give.
+  const auto epilogue = [&](int first, float scale, unsigned pass) {
+    float v0[T::kRows], v1[T::kRows];
 #pragma unroll
-    for (int rr = 0; rr < T::kRows; ++rr) {
-      if ((pass >> rr & 1u) == 0u) continue;  // uniform: the shuffles below see every lane
-      float v0 = 0.0f, v1 = 0.0f;
+    for (int rr = 0; rr < T::kRows; ++rr) v0[rr] = 0.0f, v1[rr] = 0.0f;
 #pragma unroll
-      for (int n = 0; n < T::kHeadTiles; ++n) {
+    for (int n = 0; n < T::kHeadTiles; ++n) {
+      float2 wp[T::kRows];
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
+      for (int rr = 0; rr < T::kRows; ++rr) wp[rr] = weight_pair(rr, n);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+#pragma unroll
+        for (int rr = 0; rr < T::kRows; ++rr) {
           const int a = 32 * rr + 4 * n + c;
-          v0 = __fmaf_rn(fmaxf(acc[a], 0.0f), w[rr][n][c], v0);  // fmaxf(NaN, 0) = 0, as score.cc
-          v1 = __fmaf_rn(fmaxf(acc[a + 2], 0.0f), w[rr][n][c], v1);
+          const float wc = c == 0 ? wp[rr].x : wp[rr].y;
+          v0[rr] = __fmaf_rn(fmaxf(acc[a], 0.0f), wc, v0[rr]);  // fmaxf(NaN, 0) = 0, as score.cc
+          v1[rr] = __fmaf_rn(fmaxf(acc[a + 2], 0.0f), wc, v1[rr]);
         }
       }
-      // Sum over the quad (lanes t = 0..3 hold the same keys, different heads): lane t ends
-      // with the total of its key 16w + 8 (t % 2) + g, formed from the lanes' partial sums
-      // p_0..p_3 as (p0 + p1) + (p2 + p3) (lanes t and t ^ 2 add the same pairs: fadd is
-      // commutative).
-      const bool up1 = t & 1;
-      const float pair = __fadd_rn(up1 ? v1 : v0, __shfl_xor_sync(kFullMask, up1 ? v0 : v1, 1));
-      float sum = __fadd_rn(pair, __shfl_xor_sync(kFullMask, pair, 2));
-      const int s = first + store_key;
-      if (t < 2 && s < max_context) {
-        if constexpr (T::kFp8) sum = __fmul_rn(sum, scales[slot * T::kKeysPerStep + store_key]);
-        out(rr)[s] = s < row_valid[rr] ? sum : -INFINITY;
+    }
+    // Sum over the quad (lanes t = 0..3 hold the same keys, different heads): lane t ends
+    // with the total of its key 16w + 8 (t % 2) + g, formed from the lanes' partial sums
+    // p_0..p_3 as (p0 + p1) + (p2 + p3) (lanes t and t ^ 2 add the same pairs: fadd is
+    // commutative).
+    const bool up1 = t & 1;
+    float sum[T::kRows];
+#pragma unroll
+    for (int rr = 0; rr < T::kRows; ++rr) {
+      sum[rr] = __fadd_rn(up1 ? v1[rr] : v0[rr], __shfl_xor_sync(kFullMask, up1 ? v0[rr] : v1[rr], 1));
+    }
+#pragma unroll
+    for (int rr = 0; rr < T::kRows; ++rr) sum[rr] = __fadd_rn(sum[rr], __shfl_xor_sync(kFullMask, sum[rr], 2));
+    const int s = first + store_key;
+    if (t < 2 && s < max_context) {
+#pragma unroll
+      for (int rr = 0; rr < T::kRows; ++rr) {
+        if ((pass >> rr & 1u) == 0u) continue;
+        out(rr)[s] = s < row_valid[rr] ? (T::kFp8 ? __fmul_rn(sum[rr], scale) : sum[rr]) : -INFINITY;
       }
     }
   };
@@ -484,9 +524,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
       // Every thread's copies of step i are visible, and every thread is past step i - 1's
       // wgmma_wait_all: its slot may be refilled.
       __syncthreads();
-      issue(i + T::kStages - 1);
       const int slot = i % T::kStages;
       if (first >= valid) {  // a wholly masked step
+        issue(i + T::kStages - 1);
 #pragma unroll
         for (int rr = 0; rr < T::kRows; ++rr) {
           if ((pass >> rr & 1u) != 0u && thread < T::kKeysPerStep && first + thread < max_context) {
@@ -495,10 +535,22 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
         }
         continue;
       }
+      // The next copies go into step i - 1's slot, free since the barrier. fp8 four rows a
+      // block (arithmetic-bound; the tensor step is the shortest of the variants, 4 k32
+      // instructions): the tensor core is started first, the copies issued while it works.
+      // The rest (memory-bound, or bf16's 8 instructions): the copies first, their loads
+      // started as early as possible (bench/results/LOG.md has both orders' times; fp8 one
+      // row at 5 blocks an SM has no registers for the copies' addresses beside the live
+      // accumulators and spills).
+      constexpr bool kCopiesUnderTensor = T::kFp8 && T::kRows > 1;
+      if constexpr (!kCopiesUnderTensor) issue(i + T::kStages - 1);
       dots(slot);
+      if constexpr (kCopiesUnderTensor) issue(i + T::kStages - 1);
+      float scale = 1.0f;  // lanes t >= 2 store nothing: their read stays in the slot
+      if constexpr (T::kFp8) scale = scales[slot * T::kKeysPerStep + store_key % T::kKeysPerStep];
       wgmma_wait_all();
       pin_accumulators(acc);
-      epilogue(first, slot, pass);
+      epilogue(first, scale, pass);
     }
     wait_async<0>();  // nothing in flight into shared memory at the next pass or at exit
     __syncthreads();  // every thread is done with the ring before the next pass refills it
