@@ -145,9 +145,9 @@ struct DeviceQueryBatch {
 };
 
 // Device time of one entry point's call: events on stream 0 around it (api.h
-// KernelUnderTest::last_device_ms). The device is idle when the first event is recorded:
-// an upload from pageable memory returns once its last piece is staged, before that
-// piece's copy has run, and its tail would otherwise be timed as the call's.
+// KernelUnderTest::last_device_ms). The device is idle when the first event is recorded,
+// so the time is the call's alone and not that of work enqueued before it (an upload from
+// pageable memory may return before its last staged piece has been copied).
 // The events are made at the first call, so that opening a kernel touches no CUDA state.
 class CallTimer {
  public:
