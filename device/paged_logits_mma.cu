@@ -16,8 +16,8 @@
 // Launch shape: grid (blocks per row group, row groups); a row group is kRowsPerBlock
 // consecutive rows (1, or 4 when PagedLogitsArgs::shared_row_run says rows come in runs of
 // one sequence); a block is one warpgroup (4 warps, 128 threads); a group's blocks take
-// equal whole numbers of steps, as few blocks as fill the device, or at four rows at most
-// 32 steps a block (keys_per_block_for). A
+// equal whole numbers of steps, as few blocks as fill the device, or for fp8 at four rows
+// at most 32 steps a block (keys_per_block_for). A
 // block walks its keys in steps of 64 (wgmma's M): step i lives in ring slot i % kStages,
 // kStages - 1 steps are in flight (cp.async, every thread copying its share) while the
 // tensor core works on one. Per step and warp the loop issues a handful of copies, one
@@ -133,7 +133,7 @@ struct WgmmaTraits {
   static constexpr int kBlocksPerSm = kRows > 1 ? (kFp8 ? 3 : 2) : kFp8 ? 5 : 3;
   static constexpr int kKeysPerRound = kKeysPerStep;          // a block's keys are whole steps
   static constexpr int kMinKeysPerBlock = 4 * kKeysPerStep;  // four steps a block, at least
-  static constexpr int kMaxKeysPerBlock = kRows > 1 ? 32 * kKeysPerStep : 1 << 30;  // see keys_per_block_for
+  static constexpr int kMaxKeysPerBlock = kFp8 && kRows > 1 ? 32 * kKeysPerStep : 1 << 30;  // keys_per_block_for
   // Dynamic shared memory: 1 KB of slack to align the tiles to 1024 bytes (swizzle atoms),
   // the query tile, the ring, the ring's key scales, the head weights [row][64] (fp8, four
   // rows a block).
@@ -577,14 +577,15 @@ const char* format_name(StorageFormat f) {
 // `resident` blocks (at least 90% of the last wave used; the bench shape, fp8: 32 rows on
 // 660 block slots, 5 per SM: 20 blocks per row, 640 blocks in one wave, 103 steps of 64
 // keys per block). A fixed 2,048 keys per block gives 5.2 waves, the setup paid 5-6 times
-// per slot. Four rows a block take at most kMaxKeysPerBlock (32 steps): rows of one
+// per slot. fp8 at four rows a block takes at most kMaxKeysPerBlock (32 steps): rows of one
 // sequence mostly have unequal valid lengths (a prefill chunk's causal rows, a study's
 // queries spread over [N/2, N)), and a block past its group's longest valid key writes
 // -inf and exits, so with several waves of short blocks the slots that short groups free
 // take further blocks, where one wave of long blocks leaves them idle while the longest
 // group's blocks run (bench/results/LOG.md: on the sweep's spread rows 2,048 keys a block
-// is 16-19% faster than one wave; on rows of equal length fp8 is unchanged and bf16 5%
-// slower).
+// is 19% faster than one wave, on rows of equal length the same). bf16 keeps one wave: its
+// blocks' set-up is larger (fp8 queries are widened to bf16 in every block) and with
+// 2,048 keys it was 13% slower on rows of equal length and about even in the study.
 // Which block scores a key does not change its score (each key's sum is formed by one quad
 // in a fixed order), so this choice cannot change a result bit. "Rows" here are the
 // blocks' row groups (kRows query rows each).
