@@ -50,52 +50,84 @@ double single_score(const Recipe& r, const ref::PreparedQuery& q, const ref::Sto
   return ref::index_scores(q, one, 1, r.score)[0];
 }
 
-// A recipe's outcome on the device: the needle's key stored by the key kernel into the
-// context's cache at its position, one logits row over all n keys, the top-K kernel's
-// selection; rank and score from the kernel's logits, retained from its top-K. Every case's
-// logits must be free of NaN and its top-K entries valid; in the sampled cases the
-// reference rechecks the needle's cache slot, the whole logits row (the CPU's scores with
-// the needle's at p) and the top-K row under its contract.
-NeedleOutcome device_outcome(const NeedleConfig& config, const OnDevice& d, const Recipe& recipe,
-                             const ActivationSource& acts, const ref::RopeTable& table,
-                             const std::vector<double>& cpu_scores, const ref::StoredHead& needle_key, double s_needle,
-                             const float* needle, const NeedleCase& c, int64_t case_number) {
+// A case of one context and trial waiting for its recipe's device batch: where its
+// outcome goes and what the reference's checks of it need.
+struct PlantedCase {
+  size_t case_index = 0;     // in the study's cases
+  size_t outcome_index = 0;  // in that case's recipes
+  int64_t case_number = 0;   // depth-major, then margin (OnDevice::checked_cases)
+  std::vector<float> needle;  // the needle's key input [128]
+  ref::StoredHead needle_key;
+  double s_needle = 0.0;     // the recipe's CPU score of the needle
+};
+
+// A recipe's outcomes on the device for the cases of one context and trial, in one call a
+// stage (a batch of rows, not a launch a case): every case's needle key stored by the key
+// kernel (case c's cache is the context's with its needle at its position), one logits row
+// a case over all n keys, the top-K kernel's selection of every row; rank and score from
+// the kernel's logits, retained from its top-K. Every case's logits must be free of NaN
+// and its top-K entries valid; in the sampled cases the reference rechecks the needle's
+// cache slot, the whole logits row (the CPU's scores with the needle's at p) and the top-K
+// row under its contract.
+void device_outcomes(const NeedleConfig& config, const OnDevice& d, const Recipe& recipe,
+                     const ActivationSource& acts, const ref::RopeTable& table, const std::vector<double>& cpu_scores,
+                     const std::vector<PlantedCase>& planted_cases, std::vector<NeedleCase>& cases) {
+  if (planted_cases.empty()) return;
   const int K = config.topk;
-  const int64_t n = c.context, p = c.position;
-  const std::string where = fmt::format("needle --device gpu, context {}, trial {}, depth {}, margin {}, recipe {}", n,
-                                        c.trial, c.depth, c.margin, recipe.name);
-  const std::vector<uint8_t> cache = d.sequence->cache_with_key(p, needle);
-  const std::vector<int32_t> valid{static_cast<int32_t>(n)};
-  const std::vector<float> row = d.sequence->logits(cache, d.query, valid);
-  check_no_nan(where, row.data(), n);
-  const std::vector<int32_t> top = d.sequence->topk(row, valid, K);
-  canonical_selection(where, row.data(), n, K, top.data());  // valid entries, no duplicates
-  if (std::binary_search(d.checked_cases.begin(), d.checked_cases.end(), case_number)) {
-    check_key_slots(where + ", the needle", recipe, acts, table, cache, d.sequence->page_size(), {p},
-                    std::vector<float>(needle, needle + kHeadDim));
-    LogitsExpectation e = d.expectation;
-    if (d.kernels.logits_exact_order) {
-      e.expected = cpu_scores;
-      e.expected[p] = s_needle;
-    } else {
-      ref::KeyMatrix one;
-      one.append(needle_key);
-      const ref::PreparedQuery prepared = ref::prepare_query(d.reference_query.heads, d.reference_query.weights);
-      e.exact[p] = ref::index_scores(prepared, one, 1, ref::ScoreAccum::kExact)[0];
-      e.bound[p] = bounded_logit_error(recipe.key_quant.format, static_cast<int>(d.reference_query.heads.size()),
-                                       needle_key.dot_scale, weighted_magnitude(d.reference_query, needle_key.dot_values.data()));
+  const int64_t n = d.sequence->size();
+  const auto where_of = [&](const NeedleCase& c) {
+    return fmt::format("needle --device gpu, context {}, trial {}, depth {}, margin {}, recipe {}", n, c.trial,
+                       c.depth, c.margin, recipe.name);
+  };
+  std::vector<int64_t> positions;
+  std::vector<float> inputs;
+  for (const PlantedCase& pc : planted_cases) {
+    positions.push_back(cases[pc.case_index].position);
+    inputs.insert(inputs.end(), pc.needle.begin(), pc.needle.end());
+  }
+  const DeviceSequence::PlantedKeys planted = d.sequence->plant_keys(positions, inputs.data());
+  const std::vector<float> logits = d.sequence->logits(planted, d.query);
+  for (size_t i = 0; i < planted_cases.size(); ++i) {
+    check_no_nan(where_of(cases[planted_cases[i].case_index]), logits.data() + i * n, n);
+  }
+  const std::vector<int32_t> top =
+      d.sequence->topk(logits, std::vector<int32_t>(planted_cases.size(), static_cast<int32_t>(n)), K);
+  for (size_t i = 0; i < planted_cases.size(); ++i) {
+    const PlantedCase& pc = planted_cases[i];
+    NeedleCase& c = cases[pc.case_index];
+    const std::string where = where_of(c);
+    const int64_t p = c.position;
+    const float* row = logits.data() + i * n;
+    const int32_t* top_row = top.data() + i * K;
+    canonical_selection(where, row, n, K, top_row);  // valid entries, no duplicates
+    if (std::binary_search(d.checked_cases.begin(), d.checked_cases.end(), pc.case_number)) {
+      check_key_slots(where + ", the needle", recipe, acts, table, planted.cache, d.sequence->page_size(), {p},
+                      pc.needle, planted.table_of(static_cast<int64_t>(i)));
+      LogitsExpectation e = d.expectation;
+      if (d.kernels.logits_exact_order) {
+        e.expected = cpu_scores;
+        e.expected[p] = pc.s_needle;
+      } else {
+        ref::KeyMatrix one;
+        one.append(pc.needle_key);
+        const ref::PreparedQuery prepared = ref::prepare_query(d.reference_query.heads, d.reference_query.weights);
+        e.exact[p] = ref::index_scores(prepared, one, 1, ref::ScoreAccum::kExact)[0];
+        e.bound[p] = bounded_logit_error(recipe.key_quant.format, static_cast<int>(d.reference_query.heads.size()),
+                                         pc.needle_key.dot_scale,
+                                         weighted_magnitude(d.reference_query, pc.needle_key.dot_values.data()));
+      }
+      check_logits_row(where, d.kernels.logits_exact_order, row, n, n, e.expected, e.exact, e.bound);
+      check_topk_row(where, d.kernels, row, n, K, top_row);
     }
-    check_logits_row(where, d.kernels.logits_exact_order, row.data(), n, n, e.expected, e.exact, e.bound);
-    check_topk_row(where, d.kernels, row.data(), n, K, top.data());
+    const float score = row[p];
+    int64_t rank = 1;  // higher score first, then lower index (topk.h)
+    for (int64_t s = 0; s < n; ++s) {
+      if (s != p && (row[s] > score || (row[s] == score && s < p))) ++rank;
+    }
+    const int64_t m = std::min<int64_t>(K, n);
+    const bool retained = std::find(top_row, top_row + m, static_cast<int32_t>(p)) != top_row + m;
+    c.recipes[pc.outcome_index] = {recipe.name, rank, retained, static_cast<double>(score)};
   }
-  const float score = row[p];
-  int64_t rank = 1;  // higher score first, then lower index (topk.h)
-  for (int64_t s = 0; s < n; ++s) {
-    if (s != p && (row[s] > score || (row[s] == score && s < p))) ++rank;
-  }
-  const int64_t m = std::min<int64_t>(K, n);
-  const bool retained = std::find(top.begin(), top.begin() + m, static_cast<int32_t>(p)) != top.begin() + m;
-  return {recipe.name, rank, retained, static_cast<double>(score)};
 }
 
 // The cases of one context and trial for the recipes that share one exact oracle
@@ -152,6 +184,7 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
     scored.push_back({r, std::move(q), std::move(s)});
   }
   int64_t case_number = -1;
+  std::vector<std::vector<PlantedCase>> planted(on_device.size());  // a recipe's cases on the device
   for (double depth : config.depths) {
     const int64_t p = std::llround(depth * static_cast<double>(n - 1));
     // tau: the K-th largest exact score among the other keys (of the reference window,
@@ -296,11 +329,18 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
           record.recipes.push_back({sc.recipe->name, rank, rank <= K, s_needle});
           continue;
         }
-        record.recipes.push_back(device_outcome(config, on_device[m], *sc.recipe, acts, table, sc.scores, needle_key,
-                                                s_needle, needle, record, case_number));
+        // Filled in by the recipe's device batch after the last depth.
+        planted[m].push_back({cases.size(), record.recipes.size(), case_number,
+                              std::vector<float>(needle, needle + kHeadDim), needle_key, s_needle});
+        record.recipes.push_back({sc.recipe->name, 0, false, 0.0});
       }
       cases.push_back(std::move(record));
     }
+  }
+  for (size_t m = 0; m < on_device.size(); ++m) {
+    const Scored& sc = scored[m];
+    device_outcomes(config, on_device[m], *sc.recipe, acts, rope.get(sc.recipe->rope.table), sc.scores, planted[m],
+                    cases);
   }
 }
 
@@ -322,9 +362,14 @@ int64_t needle_peak_bytes(const NeedleConfig& config) {
   const int64_t n = *std::max_element(config.contexts.begin(), config.contexts.end());
   const int64_t members = static_cast<int64_t>(config.recipes.size());
   // The device mode keeps each recipe's key matrix, cache and bounded expectation (exact
-  // scores and bounds) for the checks of its cases.
+  // scores and bounds) for the checks of its cases, and runs a context and trial's cases
+  // as one batch of rows: their logits rows, a page table each (three copies: the planted
+  // caches', the key batch's, the logits batch's) and a page of the widest row each.
+  const int64_t cases = static_cast<int64_t>(config.depths.size() * config.margins.size());
+  const int64_t tables = 3 * cases * (n / kNeedlePageSize + 1) * 4;
   const int64_t device = config.device.kernel != nullptr
-                             ? members * (n * kKeyMatrixBytesPerKey + n * 512 + 2 * n * 8) + device_study_bytes(n, 1)
+                             ? members * (n * kKeyMatrixBytesPerKey + n * 512 + 2 * n * 8) +
+                                   device_study_bytes(n, cases) + tables + cases * kNeedlePageSize * 512
                              : 0;
   return 2 * n * kKeyMatrixBytesPerKey + (members + 4) * n * 8 +
          distinct_rope_tables(config.recipes) * n * kRopeBytesPerPosition + kStudyBaseBytes + device;

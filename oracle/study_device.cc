@@ -319,10 +319,12 @@ DeviceSequence::DeviceSequence(const StageKernels& kernels, const ref::Recipe& r
   for (int64_t t = 0; t < n; ++t) acts.key_input(t, inputs.data() + t * kHeadDim);
   std::vector<int64_t> positions(n);
   std::iota(positions.begin(), positions.end(), 0);
-  cache_ = store(std::vector<uint8_t>(pages * layout.page_bytes(), 0), positions, inputs.data());
+  cache_ = store(std::vector<uint8_t>(pages * layout.page_bytes(), 0), positions, std::vector<int32_t>(n, 0),
+                 page_table_, inputs.data());
 }
 
 std::vector<uint8_t> DeviceSequence::store(std::vector<uint8_t> cache, const std::vector<int64_t>& positions,
+                                           const std::vector<int32_t>& seq, const std::vector<int32_t>& page_tables,
                                            const float* inputs) const {
   const dev::KernelUnderTest& kernel = *kernels_.keys;
   const int64_t total = static_cast<int64_t>(positions.size());
@@ -332,8 +334,8 @@ std::vector<uint8_t> DeviceSequence::store(std::vector<uint8_t> cache, const std
   // What every chunk shares; a chunk then sets its inputs, positions and the cache.
   dev::HostKeyBatch b;
   b.bf16 = !kernels_.key_input_fp32;
-  b.page_tables = page_table_;
-  b.page_table_stride = static_cast<int64_t>(page_table_.size());
+  b.page_tables = page_tables;
+  b.page_table_stride = pages();
   b.page_size = page_size_;
   b.rope_cos = rope_cos_;
   b.rope_sin = rope_sin_;
@@ -352,7 +354,7 @@ std::vector<uint8_t> DeviceSequence::store(std::vector<uint8_t> cache, const std
     }
     b.positions.clear();
     for (int64_t t = begin; t < begin + count; ++t) b.positions.push_back(static_cast<int32_t>(positions[t]));
-    b.seq.assign(count, 0);
+    b.seq.assign(seq.begin() + begin, seq.begin() + begin + count);
     b.cache = std::move(cache);
     const double bytes = static_cast<double>(count) * (kHeadDim * (b.bf16 ? 2 : 4) + row_bytes);
     cache = timed(timings_, "keys", kernel, bytes, [&] { return kernel.key_store(b); });
@@ -360,8 +362,27 @@ std::vector<uint8_t> DeviceSequence::store(std::vector<uint8_t> cache, const std
   return cache;
 }
 
-std::vector<uint8_t> DeviceSequence::cache_with_key(int64_t position, const float* k_in) const {
-  return store(cache_, {position}, k_in);
+DeviceSequence::PlantedKeys DeviceSequence::plant_keys(const std::vector<int64_t>& positions,
+                                                       const float* k_inputs) const {
+  const ref::PagedCacheLayout layout(recipe_.key_quant.format, page_size_);
+  const int64_t cases = static_cast<int64_t>(positions.size());
+  const size_t page_bytes = layout.page_bytes();
+  PlantedKeys planted;
+  planted.cases = cases;
+  planted.cache.reserve(cache_.size() + cases * page_bytes);
+  planted.cache = cache_;
+  std::vector<int32_t> seq(cases);
+  for (int64_t c = 0; c < cases; ++c) {
+    const int64_t page = positions[c] / page_size_;  // page_table_ is 0, 1, 2, ...
+    const int32_t copy = static_cast<int32_t>(pages() + c);
+    planted.cache.insert(planted.cache.end(), cache_.begin() + page * page_bytes,
+                         cache_.begin() + (page + 1) * page_bytes);
+    planted.page_tables.insert(planted.page_tables.end(), page_table_.begin(), page_table_.end());
+    planted.page_tables[c * pages() + page] = copy;
+    seq[c] = static_cast<int32_t>(c);
+  }
+  planted.cache = store(std::move(planted.cache), positions, seq, planted.page_tables, k_inputs);
+  return planted;
 }
 
 dev::HostQueryResult DeviceSequence::queries(const std::vector<int64_t>& input_tokens,
@@ -389,6 +410,28 @@ dev::HostQueryResult DeviceSequence::queries(const std::vector<int64_t>& input_t
 
 std::vector<float> DeviceSequence::logits(const std::vector<uint8_t>& cache, const dev::HostQueryResult& q,
                                           const std::vector<int32_t>& valid) const {
+  return score(cache, page_table_, std::vector<int32_t>(valid.size(), 0), q, valid);
+}
+
+std::vector<float> DeviceSequence::logits(const PlantedKeys& planted, const dev::HostQueryResult& q) const {
+  const int H = acts_.num_heads();
+  const size_t vb = ref::value_bytes_per_head(recipe_.query_quant.format) * H;
+  const size_t sb = ref::scale_bytes_per_head(recipe_.query_quant.format) * H;
+  dev::HostQueryResult rows;
+  std::vector<int32_t> row_seq;
+  for (int64_t c = 0; c < planted.cases; ++c) {
+    rows.values.insert(rows.values.end(), q.values.begin(), q.values.begin() + vb);
+    rows.scales.insert(rows.scales.end(), q.scales.begin(), q.scales.begin() + sb);
+    rows.weights.insert(rows.weights.end(), q.weights.begin(), q.weights.begin() + H);
+    row_seq.push_back(static_cast<int32_t>(c));
+  }
+  return score(planted.cache, planted.page_tables, row_seq, rows,
+               std::vector<int32_t>(planted.cases, static_cast<int32_t>(n_)));
+}
+
+std::vector<float> DeviceSequence::score(const std::vector<uint8_t>& cache, const std::vector<int32_t>& page_tables,
+                                         const std::vector<int32_t>& row_seq, const dev::HostQueryResult& q,
+                                         const std::vector<int32_t>& valid) const {
   const dev::KernelUnderTest& kernel = *kernels_.logits;
   dev::HostLogitsBatch b;
   b.q_values = q.values;
@@ -398,12 +441,12 @@ std::vector<float> DeviceSequence::logits(const std::vector<uint8_t>& cache, con
   b.k_format = recipe_.key_quant.format;
   b.accum = recipe_.score;
   b.num_heads = acts_.num_heads();
-  b.row_seq.assign(valid.size(), 0);
+  b.row_seq = row_seq;
   b.row_valid = valid;
   b.cache = cache;
   b.page_size = page_size_;
-  b.page_tables = page_table_;
-  b.page_table_stride = static_cast<int64_t>(page_table_.size());
+  b.page_tables = page_tables;
+  b.page_table_stride = pages();
   b.max_context = n_;
   const int row_bytes = ref::value_bytes_per_head(b.k_format) + ref::scale_bytes_per_head(b.k_format);
   const double bytes = static_cast<double>(q.values.size() + q.scales.size() + 4 * q.weights.size()) +
@@ -439,14 +482,16 @@ std::vector<int32_t> DeviceSequence::topk(const std::vector<float>& logits, cons
 
 void check_key_slots(const std::string& where, const ref::Recipe& recipe, const ActivationSource& acts,
                      const ref::RopeTable& rope, const std::vector<uint8_t>& cache, int page_size,
-                     const std::vector<int64_t>& positions, const std::vector<float>& k_inputs) {
+                     const std::vector<int64_t>& positions, const std::vector<float>& k_inputs,
+                     const int32_t* page_table) {
   const ref::PagedCacheLayout layout(recipe.key_quant.format, page_size);
   const ref::NormParams norm{acts.norm_weight(), acts.norm_bias()};
   for (size_t i = 0; i < positions.size(); ++i) {
     const int64_t p = positions[i];
     const ref::StoredHead want =
         ref::run_key_path(recipe, k_inputs.data() + i * kHeadDim, static_cast<int>(p), norm, rope);
-    const ref::CacheLocation at{p / page_size, static_cast<int>(p % page_size)};  // page table 0, 1, 2, ...
+    const ref::CacheLocation at{page_table != nullptr ? page_table[p / page_size] : p / page_size,
+                                static_cast<int>(p % page_size)};
     const int64_t value_at = layout.value_offset(at), scale_at = layout.scale_offset(at);
     const auto compare = [&](const std::vector<uint8_t>& expected, int64_t offset, const char* part) {
       const int64_t d = first_difference(cache.data() + offset, expected.data(), expected.size());

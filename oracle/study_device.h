@@ -138,21 +138,41 @@ class DeviceSequence {
                  int page_size, const ref::RopeTable& rope, StudyTimings* timings);
   // The cache after the key kernel stored every token's key.
   const std::vector<uint8_t>& cache() const { return cache_; }
-  // That cache with the key at `position` stored again from `k_in` (one-token key store).
-  std::vector<uint8_t> cache_with_key(int64_t position, const float* k_in) const;
+  // Caches that each differ from this one in one key (the needle's cases): case c is this
+  // sequence with the key at positions[c] stored again from k_inputs[c] ([cases][128]).
+  // One key-store call for all the cases; case c reads its own copy of the page holding
+  // its position and shares every other page, so the cases take one page each, not a cache.
+  struct PlantedKeys {
+    std::vector<uint8_t> cache;        // this sequence's pages, then case c's page at pages() + c
+    std::vector<int32_t> page_tables;  // [cases][pages()]: case c's table
+    int64_t cases = 0;
+    const int32_t* table_of(int64_t c) const { return page_tables.data() + c * (page_tables.size() / cases); }
+  };
+  PlantedKeys plant_keys(const std::vector<int64_t>& positions, const float* k_inputs) const;
   // The query path of token input_tokens[i]'s input at positions[i], one row each.
   dev::HostQueryResult queries(const std::vector<int64_t>& input_tokens, const std::vector<int64_t>& positions) const;
   // Logits [rows][n] of the query rows over `cache`; row i scores keys [0, valid[i]).
   std::vector<float> logits(const std::vector<uint8_t>& cache, const dev::HostQueryResult& q,
                             const std::vector<int32_t>& valid) const;
+  // Logits [cases][n] in one call: row c is query row 0 of `q` over case c's cache, all n keys.
+  std::vector<float> logits(const PlantedKeys& planted, const dev::HostQueryResult& q) const;
   // The top-K kernel's entries [rows][k] over logits [rows][n].
   std::vector<int32_t> topk(const std::vector<float>& logits, const std::vector<int32_t>& valid, int k) const;
   int64_t size() const { return n_; }
   int page_size() const { return page_size_; }
+  int64_t pages() const { return static_cast<int64_t>(page_table_.size()); }
 
  private:
+  // The key kernel's store of inputs [tokens][128] at `positions` into `cache`, token t
+  // through page table seq[t] of `page_tables` ([sequences][pages()]).
   std::vector<uint8_t> store(std::vector<uint8_t> cache, const std::vector<int64_t>& positions,
+                             const std::vector<int32_t>& seq, const std::vector<int32_t>& page_tables,
                              const float* inputs) const;
+  // The logits kernel's call: query rows q over `cache`, row i through page table
+  // row_seq[i] of `page_tables`, scoring keys [0, valid[i]).
+  std::vector<float> score(const std::vector<uint8_t>& cache, const std::vector<int32_t>& page_tables,
+                           const std::vector<int32_t>& row_seq, const dev::HostQueryResult& q,
+                           const std::vector<int32_t>& valid) const;
   StageKernels kernels_;
   const ref::Recipe& recipe_;
   const ActivationSource& acts_;
@@ -166,10 +186,12 @@ class DeviceSequence {
 
 // The reference's checks (throw dsaf::Error(kMismatch) with `where` and the location).
 // The cache slots of `positions` hold the reference's stored key of their inputs
-// (k_inputs: [positions][128]).
+// (k_inputs: [positions][128]); the slots are found through `page_table` (null: pages
+// 0, 1, 2, ...).
 void check_key_slots(const std::string& where, const ref::Recipe& recipe, const ActivationSource& acts,
                      const ref::RopeTable& rope, const std::vector<uint8_t>& cache, int page_size,
-                     const std::vector<int64_t>& positions, const std::vector<float>& k_inputs);
+                     const std::vector<int64_t>& positions, const std::vector<float>& k_inputs,
+                     const int32_t* page_table = nullptr);
 // Query row `row` of the kernel's result holds the reference's codes, scales and weights;
 // fp8 scales left unwritten in the whole batch (all zero: folded into the weights, which
 // the logits read instead) are not compared, as verify does not.

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -229,6 +230,8 @@ TEST_P(DeviceStudy, NeedleEqualsTheCpuNeedleOnTheSameActivations) {
   gpu.device.kernel = &kernel;
   gpu.device.fallback = &fallback;
   gpu.device.check_rows = 6;
+  StudyTimings timings;
+  gpu.device.timings = &timings;
   const NeedleResult a = run_needle(cpu, {});
   const NeedleResult b = run_needle(gpu, {});
   nlohmann::json ja = needle_to_json(a, ""), jb = needle_to_json(b, "");
@@ -238,6 +241,16 @@ TEST_P(DeviceStudy, NeedleEqualsTheCpuNeedleOnTheSameActivations) {
   int64_t reachable = 0;
   for (const NeedleCase& c : b.cases) reachable += c.reachable;
   EXPECT_GT(reachable, 0);
+  // A trial's reachable cases are one batch of rows: one logits call and one top-K call for
+  // each trial (one context, one recipe) with a reachable case, not one a case.
+  std::set<int> batched_trials;
+  int64_t reachable_cases = 0;
+  for (const NeedleCase& c : b.cases) {
+    if (c.reachable) batched_trials.insert(c.trial), ++reachable_cases;
+  }
+  ASSERT_GT(reachable_cases, static_cast<int64_t>(batched_trials.size()));  // some batch holds several cases
+  EXPECT_EQ(timings.stages.at("logits [reference]").calls, static_cast<int64_t>(batched_trials.size()));
+  EXPECT_EQ(timings.stages.at("topk [reference]").calls, static_cast<int64_t>(batched_trials.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Recipes, DeviceStudy, ::testing::Values("sglang-v4-fp8", "dsv32-ref", "sglang-v4-bf16"));
