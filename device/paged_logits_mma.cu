@@ -540,10 +540,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
       // The next copies go into step i - 1's slot, free since the barrier. fp8 four rows a
       // block (arithmetic-bound; the tensor step is the shortest of the variants, 4 k32
       // instructions): the tensor core is started first, the copies issued while it works.
-      // The rest (memory-bound, or bf16's 8 instructions): the copies first, their loads
-      // started as early as possible (bench/results/LOG.md has both orders' times; fp8 one
-      // row at 5 blocks an SM has no registers for the copies' addresses beside the live
-      // accumulators and spills).
+      // The rest (memory-bound, or bf16's 8 instructions, whose step outlasts the copies'
+      // latency either way): the copies first, their loads started as early as possible;
+      // fp8 one row at 5 blocks an SM also has no registers for the copies' addresses
+      // beside the live accumulators.
       constexpr bool kCopiesUnderTensor = T::kFp8 && T::kRows > 1;
       if constexpr (!kCopiesUnderTensor) issue(i + T::kStages - 1);
       dots(slot);
@@ -582,10 +582,10 @@ const char* format_name(StorageFormat f) {
 // queries spread over [N/2, N)), and a block past its group's longest valid key writes
 // -inf and exits, so with several waves of short blocks the slots that short groups free
 // take further blocks, where one wave of long blocks leaves them idle while the longest
-// group's blocks run (bench/results/LOG.md: on the sweep's spread rows 2,048 keys a block
-// is 19% faster than one wave, on rows of equal length the same). bf16 keeps one wave: its
-// blocks' set-up is larger (fp8 queries are widened to bf16 in every block) and with
-// 2,048 keys it was 13% slower on rows of equal length and about even in the study.
+// group's blocks run. 32 steps keep a block's fixed cost small beside its steps. bf16
+// keeps one wave: its blocks' set-up is larger (the query tile twice the bytes, fp8
+// queries widened to bf16 in every block) and its steps twice as long, so short blocks
+// pay the set-up more often than the balance returns.
 // Which block scores a key does not change its score (each key's sum is formed by one quad
 // in a fixed order), so this choice cannot change a result bit. "Rows" here are the
 // blocks' row groups (kRows query rows each).

@@ -132,10 +132,9 @@ class RoundedSource : public ActivationSource {
 };
 
 // Times one call of a stage and adds its traffic. Every call runs twice, back to back, and
-// only the second is timed: the first pays the module's lazy load at a stage's first
-// call, and after the reference's checks, which keep the device idle for seconds, the
-// clocks' climb (a 166 us logits call takes 212 us after 200 ms of idle;
-// bench/results/LOG.md), which a device that serves without pause does not pay. The outputs are the same:
+// only the second is timed: the first pays the module's lazy load at a stage's first call
+// and, after the reference's checks have left the device idle, the clocks' climb back to
+// speed, which a device serving without pause does not pay. The outputs are the same:
 // every entry point writes its outputs from its inputs alone.
 template <class Call>
 auto timed(StudyTimings* timings, const char* stage, const dev::KernelUnderTest& kernel, double bytes, Call call,
@@ -370,7 +369,7 @@ DeviceSequence::PlantedKeys DeviceSequence::plant_keys(const std::vector<int64_t
   PlantedKeys planted;
   planted.cases = cases;
   planted.cache.reserve(cache_.size() + cases * page_bytes);
-  planted.cache = cache_;
+  planted.cache.assign(cache_.begin(), cache_.end());
   std::vector<int32_t> seq(cases);
   for (int64_t c = 0; c < cases; ++c) {
     const int64_t page = positions[c] / page_size_;  // page_table_ is 0, 1, 2, ...
