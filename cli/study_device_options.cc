@@ -40,6 +40,8 @@ OpenStudyDevice::OpenStudyDevice(const StudyDeviceOptions& options, const CLI::A
 #if defined(DSAF_HAVE_DEVICE)
   kernel_ = dev::open_kernel(options.kernel);
   fallback_ = dev::open_kernel("builtin");
+  kernel_->set_warm_timing(true);  // stage times at speed (oracle/study_device.cc, timed)
+  fallback_->set_warm_timing(true);
 #else
   throw Error(ErrorKind::kEnvironment, "--device gpu needs the device build (no CUDA compiler at build time)");
 #endif

@@ -160,13 +160,18 @@ class CallTimer {
   }
   CallTimer(const CallTimer&) = delete;
   CallTimer& operator=(const CallTimer&) = delete;
-  // Runs call() between the events; returns its result.
+  // Runs call() between the events; returns its result. `warm`: runs it once before,
+  // untimed (KernelUnderTest::set_warm_timing); a failure there is returned at once.
   template <class Call>
-  int time(Call call) {
+  int time(Call call, bool warm) {
     if (!made_) {
       check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
       check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
       made_ = true;
+    }
+    if (warm) {
+      const int status = call();
+      if (status != 0) return status;
     }
     check_cuda(cudaDeviceSynchronize(), "before the timed call");
     check_cuda(cudaEventRecord(start_, 0), "cudaEventRecord");
@@ -190,7 +195,7 @@ class CallTimer {
 // nonzero return.
 template <class Fail>
 std::vector<float> run_paged_logits(int (*fn)(const dsaf_paged_logits_args_v1*), const HostLogitsBatch& b, Fail fail,
-                                    CallTimer& timer) {
+                                    CallTimer& timer, bool warm) {
   const int rows = static_cast<int>(b.row_seq.size());
   Device<uint8_t> q_values(b.q_values), q_scales(b.q_scales), cache(b.cache);
   Device<float> weights(b.weights), logits(static_cast<size_t>(rows) * b.max_context);
@@ -212,13 +217,13 @@ std::vector<float> run_paged_logits(int (*fn)(const dsaf_paged_logits_args_v1*),
   a.page_table_stride = b.page_table_stride;
   a.max_context = b.max_context;
   a.logits = logits.get();
-  if (timer.time([&] { return fn(&a); }) != 0) fail("paged_logits");
+  if (timer.time([&] { return fn(&a); }, warm) != 0) fail("paged_logits");
   return logits.download();
 }
 
 template <class Fail>
 std::vector<int32_t> run_topk(int (*fn)(const dsaf_topk_args_v1*), const HostTopKBatch& b, Fail fail,
-                              CallTimer& timer) {
+                              CallTimer& timer, bool warm) {
   const int rows = static_cast<int>(b.valid_lengths.size());
   Device<float> scores(b.scores);
   Device<int32_t> lengths(b.valid_lengths), indices(static_cast<size_t>(rows) * b.k);
@@ -229,7 +234,7 @@ std::vector<int32_t> run_topk(int (*fn)(const dsaf_topk_args_v1*), const HostTop
   a.valid_lengths = lengths.get();
   a.k = b.k;
   a.indices = indices.get();
-  if (timer.time([&] { return fn(&a); }) != 0) fail("topk");
+  if (timer.time([&] { return fn(&a); }, warm) != 0) fail("topk");
   return indices.download();
 }
 
@@ -268,7 +273,7 @@ class KernelV1 : public KernelUnderTest {
   std::vector<uint8_t> key_store(const HostKeyBatch& b) const override {
     const DeviceKeyBatch d(b);
     const dsaf_key_store_args_v1 a = d.v1();
-    if (timer_.time([&] { return table_->key_store(&a); }) != 0) {
+    if (timer_.time([&] { return table_->key_store(&a); }, warm_timing_) != 0) {
       failure(name(), table_->last_error, ErrorKind::kEnvironment)("key_store");
     }
     return d.cache.download();
@@ -278,7 +283,7 @@ class KernelV1 : public KernelUnderTest {
     const DeviceQueryBatch d(b);
     auto a = d.common_args<dsaf_query_args_v1>();
     a.recipe = to_abi(b.recipe);
-    if (timer_.time([&] { return table_->query_quant(&a); }) != 0) {
+    if (timer_.time([&] { return table_->query_quant(&a); }, warm_timing_) != 0) {
       failure(name(), table_->last_error, ErrorKind::kEnvironment)("query_quant");
     }
     return d.download();
@@ -286,11 +291,11 @@ class KernelV1 : public KernelUnderTest {
   std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
     if (!capabilities().paged_logits) missing(name(), "paged logits");
     return run_paged_logits(scoring_->paged_logits, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput),
-                            timer_);
+                            timer_, warm_timing_);
   }
   std::vector<int32_t> topk(const HostTopKBatch& b) const override {
     if (!capabilities().topk) missing(name(), "top-K");
-    return run_topk(scoring_->topk, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput), timer_);
+    return run_topk(scoring_->topk, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput), timer_, warm_timing_);
   }
   double last_device_ms() const override { return timer_.last_ms(); }
 
@@ -335,7 +340,7 @@ class KernelV2 : public KernelUnderTest {
     const DeviceKeyBatch d(b);
     const AbiRecipeV2 recipe(b.recipe);
     const dsaf_key_store_args_v2 a = d.v2(recipe);
-    if (timer_.time([&] { return table_->key_store(&a); }) != 0) {
+    if (timer_.time([&] { return table_->key_store(&a); }, warm_timing_) != 0) {
       failure(name(), table_->last_error, ErrorKind::kEnvironment)("key_store");
     }
     return d.cache.download();
@@ -347,7 +352,7 @@ class KernelV2 : public KernelUnderTest {
     auto a = d.common_args<dsaf_query_args_v2>();
     a.rope_positions = static_cast<int64_t>(b.rope_cos.size() / 32);
     a.recipe = recipe.get();
-    if (timer_.time([&] { return table_->query_quant(&a); }) != 0) {
+    if (timer_.time([&] { return table_->query_quant(&a); }, warm_timing_) != 0) {
       failure(name(), table_->last_error, ErrorKind::kEnvironment)("query_quant");
     }
     return d.download();
@@ -355,11 +360,11 @@ class KernelV2 : public KernelUnderTest {
   std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
     if (table_->paged_logits == nullptr) missing(name(), "paged logits");
     return run_paged_logits(table_->paged_logits, b, failure(name(), table_->last_error, ErrorKind::kBadInput),
-                            timer_);
+                            timer_, warm_timing_);
   }
   std::vector<int32_t> topk(const HostTopKBatch& b) const override {
     if (table_->topk == nullptr) missing(name(), "top-K");
-    return run_topk(table_->topk, b, failure(name(), table_->last_error, ErrorKind::kBadInput), timer_);
+    return run_topk(table_->topk, b, failure(name(), table_->last_error, ErrorKind::kBadInput), timer_, warm_timing_);
   }
   double last_device_ms() const override { return timer_.last_ms(); }
 

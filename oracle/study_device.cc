@@ -131,17 +131,15 @@ class RoundedSource : public ActivationSource {
   std::vector<float> norm_weight_, norm_bias_;
 };
 
-// Times one call of a stage and adds its traffic. Every call runs twice, back to back, and
-// only the second is timed: the first pays the module's lazy load at a stage's first call
-// and, after the reference's checks have left the device idle, the clocks' climb back to
-// speed, which a device serving without pause does not pay. The outputs are the same:
-// every entry point writes its outputs from its inputs alone.
+// Times one call of a stage and adds its traffic. The study's kernels time each call
+// warm (KernelUnderTest::set_warm_timing, cli/study_device_options.cc): the first call of
+// a stage pays the module's lazy load, and each call's upload leaves the device idle long
+// enough for its clocks to fall, which a device serving without pause does not pay.
 template <class Call>
 auto timed(StudyTimings* timings, const char* stage, const dev::KernelUnderTest& kernel, double bytes, Call call,
            double flops = 0.0, ComputeUnit unit = ComputeUnit::kNone) {
   if (timings == nullptr) return call();
   StageTiming& t = timings->stages[std::string(stage) + " [" + kernel.name() + "]"];
-  call();
   auto out = call();
   t.kernel = kernel.name();
   ++t.calls;

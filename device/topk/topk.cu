@@ -20,20 +20,20 @@ namespace {
 
 using namespace topk_select;
 
-// Blocks per row when the caller leaves it open: more blocks while the grid still fills at
-// most half of the SMs and every block keeps at least kMinScoresPerBlock scores. Half, not
-// all: on the H200 (32 rows x 128K; bench/results/LOG.md) 2 blocks per row took 0.060 ms
-// and 4 (one full wave) 0.071 ms; the cluster's extra histogram exchange costs more than
-// the extra SMs return.
+// Blocks per row when the caller leaves it open. Two while the grid stays one wave (rows x
+// 2 <= SMs): a row's passes are bound by the bytes one SM has in flight, so a second SM a
+// row pays for its one histogram exchange a pass. Four and eight only while the grid fills
+// at most half of the SMs: each block then reads every peer's histogram over DSMEM, and on
+// the H200 four blocks a row lost to two at 32 and 64 rows of 128K (bench/topk_variants;
+// docs/key-path-speed.md has the times). Every block keeps at least kMinScoresPerBlock.
 int auto_blocks_per_row(const TopKArgs& args) {
   int device = 0, sms = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  int blocks = 1;
-  while (blocks < 8 && static_cast<int64_t>(args.rows) * blocks * 4 <= sms &&
-         args.row_stride >= kMinScoresPerBlock * blocks * 2) {
-    blocks *= 2;
-  }
+  const int64_t rows = args.rows;
+  if (rows * 2 > sms || args.row_stride < kMinScoresPerBlock * 2) return 1;
+  int blocks = 2;
+  while (blocks < 8 && rows * blocks * 4 <= sms && args.row_stride >= kMinScoresPerBlock * blocks * 2) blocks *= 2;
   return blocks;
 }
 

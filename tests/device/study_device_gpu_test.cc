@@ -1,7 +1,8 @@
 // The studies' device mode on the GPU (oracle/study_device.h, docs/device-studies.md):
 //  - with our exact-order kernels ("builtin"), a device sweep and a device needle give
 //    the CPU study's result number for number (on the same bf16-rounded query inputs),
-//    every row and case rechecked by the reference;
+//    every row and case rechecked by the reference, with every entry point called twice
+//    (warm timing, as the CLI's studies run: the second call's outputs are the study's);
 //  - with the tensor-core logits ("builtin-fast") every rechecked score lies within the
 //    bounded contract, and fp4 caches, which that bound does not cover, fall back to the
 //    exact-order kernel;
@@ -64,11 +65,15 @@ TEST_F(StudyDeviceGpu, ExactOrderKernelsGiveTheCpuSweep) {
   const SweepConfig cpu = sweep_config();
   SweepConfig gpu = cpu;
   const auto kernel = dev::open_kernel("builtin");
+  kernel->set_warm_timing(true);
   gpu.device.kernel = kernel.get();
   gpu.device.fallback = kernel.get();
   gpu.device.check_rows = 8;
   gpu.device.check_keys = 5000;
+  StudyTimings timings;
+  gpu.device.timings = &timings;
   nlohmann::json a = sweep_to_json(run_sweep(cpu, {}), ""), b = sweep_to_json(run_sweep(gpu, {}), "");
+  EXPECT_GT(timings.stages.at("topk [builtin]").device_ms, 0.0);
   ASSERT_TRUE(b.contains("device"));
   b.erase("device");
   EXPECT_EQ(a.dump(), b.dump());
@@ -87,9 +92,12 @@ TEST_F(StudyDeviceGpu, ExactOrderKernelsGiveTheCpuNeedle) {
   cpu.threads = 4;
   NeedleConfig gpu = cpu;
   const auto kernel = dev::open_kernel("builtin");
+  kernel->set_warm_timing(true);
   gpu.device.kernel = kernel.get();
   gpu.device.fallback = kernel.get();
   gpu.device.check_rows = 6;
+  StudyTimings timings;
+  gpu.device.timings = &timings;
   nlohmann::json a = needle_to_json(run_needle(cpu, {}), ""), b = needle_to_json(run_needle(gpu, {}), "");
   b.erase("device");
   EXPECT_EQ(a.dump(), b.dump());

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds topk_variants (topk_variants.cu) from versions of the top-K kernel:
+#   bench/topk_variants/build.sh OUT_DIR NAME=FILE [NAME=FILE ...]
+# FILE is a copy of device/topk/select.cuh (e.g. `git show REV:device/topk/select.cuh >
+# /tmp/old.cuh`); the first NAME is the one the others' indices are compared with. Each
+# version compiles device/topk/topk.cu with FILE standing in for select.cuh (an include
+# directory searched first), its launcher renamed launch_topk_NAME and its namespace
+# topk_select_NAME, so that the objects link side by side; in parallel, from the
+# repository root, with nvcc on PATH; sm_90a. $TOPK_VARIANTS_NVCC_FLAGS adds nvcc flags.
+set -euo pipefail
+out=$1
+shift
+mkdir -p "$out"
+flags=(-DDSAF_HAVE_DEVICE=1 -O3 -DNDEBUG --generate-code=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -std=c++17
+       ${TOPK_VARIANTS_NVCC_FLAGS:-})  # e.g. -lineinfo for a source-level profile
+pids=() objects=() names=""
+for version in "$@"; do
+  name=${version%%=*} file=${version#*=}
+  mkdir -p "$out/$name/device/topk"
+  cp "$file" "$out/$name/device/topk/select.cuh"
+  nvcc "${flags[@]}" -I"$out/$name" -I. -Dlaunch_topk="launch_topk_$name" -Dtopk_select="topk_select_$name" \
+    -c device/topk/topk.cu -o "$out/$name.o" -Xptxas -v > "$out/$name.ptxas" 2>&1 &
+  pids+=($!)
+  objects+=("$out/$name.o")
+  names="$names V($name)"
+done
+nvcc "${flags[@]}" -I. "-DTOPK_VARIANTS=$names" -c bench/topk_variants/topk_variants.cu -o "$out/driver.o" &
+pids+=($!)
+for pid in "${pids[@]}"; do wait "$pid"; done
+nvcc --generate-code=arch=compute_90a,code=sm_90a "$out/driver.o" "${objects[@]}" -o "$out/topk_variants"
