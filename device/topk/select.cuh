@@ -304,6 +304,87 @@ __device__ void scan_buffer(uint32_t count, const Plan<uint64_t>& p, uint32_t* h
   }
 }
 
+// Appends the lane's elements flagged in `mask` (bit b: element b, composite comp(b)) with
+// one atomicAdd a warp: a prefix sum of the lanes' counts over the warp gives each lane its
+// first slot. Every lane of the warp calls it, converged.
+template <int kElements, class Comp>
+__device__ __forceinline__ void warp_append(uint64_t* array, uint32_t* count, uint32_t capacity, uint32_t mask,
+                                            Comp comp, uint32_t* overflow) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const uint32_t n = __popc(mask);
+  if (__ballot_sync(~0u, n != 0) == 0) return;
+  uint32_t inclusive = n;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t below = __shfl_up_sync(~0u, inclusive, d);
+    if (lane >= d) inclusive += below;
+  }
+  uint32_t base = 0;
+  if (lane == 31) base = atomicAdd(count, inclusive);
+  uint32_t slot = __shfl_sync(~0u, base, 31) + inclusive - n;
+#pragma unroll
+  for (int b = 0; b < kElements; ++b) {
+    if ((mask >> b) & 1u) {
+      if (slot < capacity) {
+        array[slot] = comp(b);
+      } else {
+        *overflow = 1u;
+      }
+      ++slot;
+    }
+  }
+}
+
+__device__ __forceinline__ float component(const float4& x, int e) {
+  return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w;
+}
+
+// Pass 0: every element is in play and none is selected yet (the plan's masks are 0), so
+// each score only counts in the histogram of the order key's top field and, at or above
+// the speculative threshold, goes to the buffer. The loop drops the plan's masks and the
+// selection, and a warp appends its buffered scores with one atomicAdd. The vector loop's
+// trip count is the warp's, so the appends find the warp converged.
+template <int kUnroll>
+__device__ void scan_row_first(const Slice& s, const Plan<uint32_t>& p, uint32_t* hist, Smem& sm) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  bool nan = false;
+  if (s.has_head && tid < s.head) nan |= visit_score<false>(s.row[tid], tid, p, hist, sm);
+  if (s.has_tail && s.tail_begin + tid < s.tail_end) {
+    nan |= visit_score<false>(s.row[s.tail_begin + tid], s.tail_begin + tid, p, hist, sm);
+  }
+  const float4* vectors = reinterpret_cast<const float4*>(s.row + s.head);
+  for (int w0 = s.vec_begin + tid - lane; w0 < s.vec_end; w0 += kThreads * kUnroll) {
+    float4 x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int v = w0 + lane + u * kThreads;
+      x[u] = v < s.vec_end ? __ldg(vectors + v) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    uint32_t buffered = 0;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (w0 + lane + u * kThreads >= s.vec_end) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const uint32_t bits = __float_as_uint(component(x[u], e));
+        nan |= (bits & 0x7FFF'FFFFu) > 0x7F80'0000u;
+        const uint32_t digit = (order_key(bits) >> p.digit_shift) & p.digit_mask;
+        atomicAdd(&hist[digit], 1u);
+        if (p.buffer && digit >= p.buffer_from) buffered |= 1u << (4 * u + e);
+      }
+    }
+    warp_append<4 * kUnroll>(
+        sm.buffer, &sm.s.buffered_count, kBufferCapacity, buffered,
+        [&](int b) {
+          const int v = w0 + lane + (b / 4) * kThreads;
+          return composite(order_key(__float_as_uint(component(x[b / 4], b % 4))), s.head + 4 * v + b % 4);
+        },
+        &sm.s.buffer_overflow);
+  }
+  if (nan) sm.s.has_nan = 1u;
+}
+
 // The pass over the row, on the order key alone when the plan allows it.
 template <bool kFinal, int kCluster>
 __device__ void scan_row_plan(const Slice& s, const Plan<uint64_t>& p, uint32_t* hist, Smem& sm) {
@@ -317,7 +398,11 @@ __device__ void scan_row_plan(const Slice& s, const Plan<uint64_t>& p, uint32_t*
                                 p.digit_mask,
                                 p.buffer,
                                 p.buffer_from};
-    scan_row<kFinal, kVectorUnroll<kCluster>>(s, narrow, hist, sm);
+    if (!kFinal && p.mask_in == 0 && p.mask_sel == 0) {
+      scan_row_first<kVectorUnroll<kCluster>>(s, narrow, hist, sm);
+    } else {
+      scan_row<kFinal, kVectorUnroll<kCluster>>(s, narrow, hist, sm);
+    }
   } else {
     scan_row<kFinal, kVectorUnroll<kCluster>>(s, p, hist, sm);
   }
