@@ -36,8 +36,8 @@
 //    that is still in play (and some that drops out, digits in [t, b)), and pass 1 reads it
 //    instead of the row; otherwise pass 1 reads the row. The sample decides speed only.
 // 4. Block 0 gathers the selected composites of the cluster (at most kTopKMaxK), sorts them
-//    in descending order (CUB's block merge sort, two a thread) and writes the indices, -1
-//    after the valid count.
+//    in descending order (CUB's block merge sort, one a thread for K <= 1024, else two)
+//    and writes the indices, -1 after the valid count.
 // Determinism: the selected set is a function of the row only, and sorting distinct
 // composites has one result, so the unordered shared-memory appends (atomicAdd slots) and
 // the slice split never show in the output; every blocks_per_row gives the same bits.
@@ -133,6 +133,9 @@ using BlockScan = cub::BlockScan<uint32_t, kThreads>;
 constexpr int kSortItems = kTopKMaxK / kThreads;
 static_assert(kSortItems * kThreads == kTopKMaxK, "the sort holds every selected composite");
 using BlockSort = cub::BlockMergeSort<uint64_t, kThreads, kSortItems>;
+// For K <= kThreads the selection (at most K composites) sorts one a thread: the same
+// rounds with half the work in each.
+using BlockSortShort = cub::BlockMergeSort<uint64_t, kThreads, 1>;
 
 struct Smem {
   uint64_t buffer[kBufferCapacity];  // candidates in play; at the end block 0's gathered selection
@@ -140,6 +143,7 @@ struct Smem {
   union {
     uint32_t hist[2][kBins];           // alternate passes: peers may still read the last one
     BlockSort::TempStorage sort;       // after the last pass (block 0)
+    BlockSortShort::TempStorage sort_short;
   };
   Scalars s;
   BlockScan::TempStorage scan;
@@ -471,6 +475,36 @@ __device__ void fill_row(int32_t* out, int k, uint32_t from, const uint64_t* sor
   }
 }
 
+// Block 0's last step: the `count` gathered composites (in the buffer) in descending order
+// by a merge sort, kItems a thread (blocked: thread t holds ranks kItems t ..), written as
+// indices, -1 past the count. The composites are distinct, so the sort has one result;
+// 0, below every composite, fills the slots past the count and sorts last.
+template <int kItems>
+__device__ void write_sorted(Smem& sm, uint32_t count, int k, int32_t* out) {
+  using Sort = cub::BlockMergeSort<uint64_t, kThreads, kItems>;
+  const int tid = static_cast<int>(threadIdx.x);
+  uint64_t keys[kItems];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const uint32_t slot = static_cast<uint32_t>(kItems * tid + i);
+    keys[i] = slot < count ? sm.buffer[slot] : 0;
+  }
+  typename Sort::TempStorage* temp;
+  if constexpr (kItems == 1) {
+    temp = &sm.sort_short;
+  } else {
+    temp = &sm.sort;
+  }
+  Sort(*temp).Sort(keys, [](uint64_t a, uint64_t b) { return a > b; }, static_cast<int>(count), uint64_t{0});
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const int position = kItems * tid + i;
+    if (position < k) {
+      out[position] = static_cast<uint32_t>(position) < count ? static_cast<int32_t>(kIndexMask - (keys[i] & kIndexMask)) : -1;
+    }
+  }
+}
+
 // ---- The kernel: one cluster of kCluster blocks per row -----------------------------------
 template <int kCluster>
 __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, int32_t* status) {
@@ -594,22 +628,11 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
   if (result != TopKRowStatus::kOk) {
     fill_row(out, args.k, 0, nullptr);
   } else {
-    // Descending merge sort of the distinct composites (one result); 0, below every
-    // composite, fills the slots past the count and sorts last.
     __syncthreads();  // the gathered selection is in the buffer; the histograms are free
-    uint64_t keys[kSortItems];
-#pragma unroll
-    for (int i = 0; i < kSortItems; ++i) {
-      const uint32_t slot = static_cast<uint32_t>(kSortItems * tid + i);
-      keys[i] = slot < count ? sm.buffer[slot] : 0;
-    }
-    BlockSort(sm.sort).Sort(keys, [](uint64_t a, uint64_t b) { return a > b; }, static_cast<int>(count), uint64_t{0});
-#pragma unroll
-    for (int i = 0; i < kSortItems; ++i) {
-      const int position = kSortItems * tid + i;
-      if (position < args.k) {
-        out[position] = static_cast<uint32_t>(position) < count ? static_cast<int32_t>(kIndexMask - (keys[i] & kIndexMask)) : -1;
-      }
+    if (args.k <= kThreads) {  // count <= K: every output slot has a thread
+      write_sorted<1>(sm, count, args.k, out);
+    } else {
+      write_sorted<kSortItems>(sm, count, args.k, out);
     }
   }
   if (tid == 0) status[row] = static_cast<int32_t>(result);

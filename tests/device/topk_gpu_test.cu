@@ -26,7 +26,8 @@ namespace {
 using ref::float_bits;
 using ref::float_from_bits;
 
-const std::vector<int> kKs = {512, 1024, 2048};
+// K <= 1024 sorts the selection one composite a thread, K > 1024 two (select.cuh).
+const std::vector<int> kKs = {100, 512, 1024, 1025, 2048};
 const std::vector<int> kBlocksPerRow = {dev::kTopKAutoBlocksPerRow, 1, 2, 4, 8};
 
 enum class RowKind {
