@@ -21,11 +21,11 @@ namespace {
 using namespace topk_select;
 
 // Blocks per row when the caller leaves it open. Two while the grid stays one wave (rows x
-// 2 <= SMs): a row's passes are bound by the bytes one SM has in flight, so a second SM a
-// row pays for its one histogram exchange a pass. Four and eight only while the grid fills
-// at most half of the SMs: each block then reads every peer's histogram over DSMEM, and on
-// the H200 four blocks a row lost to two at 32 and 64 rows of 128K (bench/topk_variants;
-// docs/key-path-speed.md has the times). Every block keeps at least kMinScoresPerBlock.
+// 2 <= SMs): a pass's time is its slice's per-score work on one SM, which a second block
+// halves for the price of one histogram exchange a pass. Four and eight only while the grid
+// fills at most half of the SMs: every block reads every peer's histogram over DSMEM, so
+// the exchange grows with the cluster while the slices shrink (docs/key-path-speed.md has
+// the widths compared). Every block keeps at least kMinScoresPerBlock scores.
 int auto_blocks_per_row(const TopKArgs& args) {
   int device = 0, sms = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
