@@ -326,16 +326,16 @@ __device__ __forceinline__ void warp_append(uint64_t* array, uint32_t* count, ui
   uint32_t base = 0;
   if (lane == 31) base = atomicAdd(count, inclusive);
   uint32_t slot = __shfl_sync(~0u, base, 31) + inclusive - n;
-#pragma unroll
-  for (int b = 0; b < kElements; ++b) {
-    if ((mask >> b) & 1u) {
-      if (slot < capacity) {
-        array[slot] = comp(b);
-      } else {
-        *overflow = 1u;
-      }
-      ++slot;
+  // Only the flagged elements: a pass flags a few in a hundred, so the warp loops as often
+  // as its lane with the most, not kElements times with every composite built.
+  static_assert(kElements <= 32, "one bit an element");
+  for (uint32_t left = mask; left != 0; left &= left - 1) {
+    if (slot < capacity) {
+      array[slot] = comp(__ffs(static_cast<int>(left)) - 1);
+    } else {
+      *overflow = 1u;
     }
+    ++slot;
   }
 }
 
@@ -380,9 +380,19 @@ __device__ void scan_row_first(const Slice& s, const Plan<uint32_t>& p, uint32_t
     }
     warp_append<4 * kUnroll>(
         sm.buffer, &sm.s.buffered_count, kBufferCapacity, buffered,
+        // b is known only at run time: the score is picked by a chain of PTX selects, since
+        // nvcc 13 turns the same selects written in C++ back into an array indexed by b, held
+        // in local memory (ptxas -v: a stack frame; SASS: STL/LDL in the loop).
         [&](int b) {
+          uint32_t bits = 0;
+#pragma unroll
+          for (int e = 0; e < 4 * kUnroll; ++e) {
+            const uint32_t candidate = __float_as_uint(component(x[e / 4], e % 4));
+            asm("{ .reg .pred p; setp.eq.s32 p, %2, %3; selp.b32 %0, %1, %0, p; }"
+                : "+r"(bits) : "r"(candidate), "r"(b), "r"(e));
+          }
           const int v = w0 + lane + (b / 4) * kThreads;
-          return composite(order_key(__float_as_uint(component(x[b / 4], b % 4))), s.head + 4 * v + b % 4);
+          return composite(order_key(bits), s.head + 4 * v + b % 4);
         },
         &sm.s.buffer_overflow);
   }
