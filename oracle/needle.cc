@@ -32,8 +32,9 @@ struct Scored {
   std::vector<double> scores;
 };
 
-// A recipe on the device (study_device.h): the context's cache and the query, stored by
-// the kernels, and what the reference's checks of its cases need.
+// A recipe on the device (study_device.h): the context's sequence (stored by the key kernel
+// together with the cases' needles, in device_outcomes) and the query, and what the
+// reference's checks of the context and the cases need.
 struct OnDevice {
   StageKernels kernels;
   std::unique_ptr<DeviceSequence> sequence;
@@ -42,6 +43,8 @@ struct OnDevice {
   std::unique_ptr<ref::KeyMatrix> keys;  // the recipe's keys (bounded contract: the exact scores and bounds)
   LogitsExpectation expectation;         // of the unmodified keys
   std::vector<int64_t> checked_cases;    // case numbers (depth-major, then margin) the reference rechecks
+  std::vector<int64_t> checked_slots;    // positions of the context whose stored keys the reference rechecks
+  std::string where;                     // the context, trial and recipe, for the checks' messages
 };
 
 double single_score(const Recipe& r, const ref::PreparedQuery& q, const ref::StoredHead& head) {
@@ -62,17 +65,17 @@ struct PlantedCase {
 };
 
 // A recipe's outcomes on the device for the cases of one context and trial, in one call a
-// stage (a batch of rows, not a launch a case): every case's needle key stored by the key
-// kernel (case c's cache is the context's with its needle at its position), one logits row
-// a case over all n keys, the top-K kernel's selection of every row; rank and score from
-// the kernel's logits, retained from its top-K. Every case's logits must be free of NaN
-// and its top-K entries valid; in the sampled cases the reference rechecks the needle's
-// cache slot, the whole logits row (the CPU's scores with the needle's at p) and the top-K
-// row under its contract.
+// stage (a batch of rows, not a launch a case): the context's keys and every case's needle
+// key stored by one key-kernel call (case c's cache is the context's with its needle at its
+// position), one logits row a case over all n keys, the top-K kernel's selection of every
+// row; rank and score from the kernel's logits, retained from its top-K. The reference
+// rechecks the context's sampled cache slots. Every case's logits must be free of NaN and
+// its top-K entries valid; in the sampled cases the reference rechecks the needle's cache
+// slot, the whole logits row (the CPU's scores with the needle's at p) and the top-K row
+// under its contract.
 void device_outcomes(const NeedleConfig& config, const OnDevice& d, const Recipe& recipe,
                      const ActivationSource& acts, const ref::RopeTable& table, const std::vector<double>& cpu_scores,
                      const std::vector<PlantedCase>& planted_cases, std::vector<NeedleCase>& cases) {
-  if (planted_cases.empty()) return;
   const int K = config.topk;
   const int64_t n = d.sequence->size();
   const auto where_of = [&](const NeedleCase& c) {
@@ -86,6 +89,13 @@ void device_outcomes(const NeedleConfig& config, const OnDevice& d, const Recipe
     inputs.insert(inputs.end(), pc.needle.begin(), pc.needle.end());
   }
   const DeviceSequence::PlantedKeys planted = d.sequence->plant_keys(positions, inputs.data());
+  // The context's pages come first in the planted cache, through the identity table.
+  std::vector<float> slot_inputs(d.checked_slots.size() * kHeadDim);
+  for (size_t i = 0; i < d.checked_slots.size(); ++i) {
+    acts.key_input(d.checked_slots[i], slot_inputs.data() + i * kHeadDim);
+  }
+  check_key_slots(d.where, recipe, acts, table, planted.cache, d.sequence->page_size(), d.checked_slots, slot_inputs);
+  if (planted_cases.empty()) return;
   const std::vector<float> logits = d.sequence->logits(planted, d.query);
   for (size_t i = 0; i < planted_cases.size(); ++i) {
     check_no_nan(where_of(cases[planted_cases[i].case_index]), logits.data() + i * n, n);
@@ -160,20 +170,18 @@ void study_model(const NeedleConfig& config, const std::vector<const Recipe*>& m
       OnDevice d;
       d.kernels = stage_kernels(device, *r, K, *std::max_element(config.contexts.begin(), config.contexts.end()),
                                     kNeedlePageSize);
-      d.sequence = std::make_unique<DeviceSequence>(d.kernels, *r, acts, n, kNeedlePageSize, table, device.timings);
+      d.sequence = std::make_unique<DeviceSequence>(d.kernels, *r, acts, n, kNeedlePageSize, table, device.timings,
+                                                    DeviceSequence::ContextStore::kWithPlants);
       d.query = d.sequence->queries({query_input}, {t});
       const int H = acts.num_heads();
       std::vector<float> q_in(static_cast<size_t>(H) * kHeadDim), wproj(H);
       acts.query_input(query_input, q_in.data(), wproj.data());
       d.reference_query = ref::run_query_path(*r, q_in.data(), H, wproj.data(), static_cast<int>(t), table);
-      const std::string where = fmt::format("needle --device gpu, context {}, trial {}, recipe {}", n, trial, r->name);
-      if (device.check_rows > 0) check_query_row(where, *r, d.query, 0, d.reference_query);
+      d.where = fmt::format("needle --device gpu, context {}, trial {}, recipe {}", n, trial, r->name);
+      if (device.check_rows > 0) check_query_row(d.where, *r, d.query, 0, d.reference_query);
       const uint64_t sample_seed = static_cast<uint64_t>(trial) * 1000003ull + static_cast<uint64_t>(n) * 131ull +
                                    static_cast<uint64_t>(scored.size());
-      const std::vector<int64_t> slots = sample_rows(n, device.check_keys, sample_seed);
-      std::vector<float> slot_inputs(slots.size() * kHeadDim);
-      for (size_t i = 0; i < slots.size(); ++i) acts.key_input(slots[i], slot_inputs.data() + i * kHeadDim);
-      check_key_slots(where, *r, acts, table, d.sequence->cache(), kNeedlePageSize, slots, slot_inputs);
+      d.checked_slots = sample_rows(n, device.check_keys, sample_seed);  // checked once the keys are stored
       d.checked_cases = sample_rows(cases_per_model, device.check_rows, sample_seed + 1);
       if (!d.kernels.logits_exact_order && !d.checked_cases.empty()) {
         d.expectation = expect_logits(*r, false, d.reference_query, keys, n, config.threads);
@@ -361,15 +369,18 @@ int64_t needle_peak_bytes(const NeedleConfig& config) {
   if (config.contexts.empty()) return kStudyBaseBytes;
   const int64_t n = *std::max_element(config.contexts.begin(), config.contexts.end());
   const int64_t members = static_cast<int64_t>(config.recipes.size());
-  // The device mode keeps each recipe's key matrix, cache and bounded expectation (exact
-  // scores and bounds) for the checks of its cases, and runs a context and trial's cases
-  // as one batch of rows: their logits rows, a page table each (three copies: the planted
-  // caches', the key batch's, the logits batch's) and a page of the widest row each.
+  // The device mode keeps each recipe's key matrix and bounded expectation (exact scores
+  // and bounds) for the checks of its cases, and a cache a recipe (an upper bound: one
+  // recipe's planted cache is alive at a time), and runs a context and trial's cases as
+  // one batch of rows: their logits rows, a page table each (three copies: the planted
+  // caches', the key batch's, the logits batch's), a page of the widest row each, and the
+  // key inputs of each case's page (fp32, and the key batch's copy) beside the context's.
   const int64_t cases = static_cast<int64_t>(config.depths.size() * config.margins.size());
   const int64_t tables = 3 * cases * (n / kNeedlePageSize + 1) * 4;
   const int64_t device = config.device.kernel != nullptr
                              ? members * (n * kKeyMatrixBytesPerKey + n * 512 + 2 * n * 8) +
-                                   device_study_bytes(n, cases) + tables + cases * kNeedlePageSize * 512
+                                   device_study_bytes(n, cases) + tables + cases * kNeedlePageSize * 512 +
+                                   2 * cases * kNeedlePageSize * kHeadDim * 4
                              : 0;
   return 2 * n * kKeyMatrixBytesPerKey + (members + 4) * n * 8 +
          distinct_rope_tables(config.recipes) * n * kRopeBytesPerPosition + kStudyBaseBytes + device;

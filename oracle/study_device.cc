@@ -303,14 +303,17 @@ std::string StudyTimings::text(const Roofline& roofline) const {
 // ---- one sequence on the device -------------------------------------------------------------
 
 DeviceSequence::DeviceSequence(const StageKernels& kernels, const ref::Recipe& recipe, const ActivationSource& acts,
-                               int64_t n, int page_size, const ref::RopeTable& rope, StudyTimings* timings)
-    : kernels_(kernels), recipe_(recipe), acts_(acts), n_(n), page_size_(page_size), timings_(timings) {
+                               int64_t n, int page_size, const ref::RopeTable& rope, StudyTimings* timings,
+                               ContextStore context)
+    : kernels_(kernels), recipe_(recipe), acts_(acts), n_(n), page_size_(page_size), timings_(timings),
+      context_(context) {
   // The RoPE rows the sequence's positions use, [0, n): the study's table may be longer.
   rope_cos_.assign(rope.cos(0), rope.cos(0) + static_cast<size_t>(n) * 32);
   rope_sin_.assign(rope.sin(0), rope.sin(0) + static_cast<size_t>(n) * 32);
   const int64_t pages = (n + page_size - 1) / page_size;
   page_table_.resize(pages);
   std::iota(page_table_.begin(), page_table_.end(), 0);
+  if (context_ == ContextStore::kWithPlants) return;
   const ref::PagedCacheLayout layout(recipe.key_quant.format, page_size);
   std::vector<float> inputs(static_cast<size_t>(n) * kHeadDim);
   for (int64_t t = 0; t < n; ++t) acts.key_input(t, inputs.data() + t * kHeadDim);
@@ -359,26 +362,51 @@ std::vector<uint8_t> DeviceSequence::store(std::vector<uint8_t> cache, const std
   return cache;
 }
 
+const std::vector<uint8_t>& DeviceSequence::cache() const {
+  if (context_ != ContextStore::kNow) {
+    throw Error(ErrorKind::kInternal, "DeviceSequence::cache: the sequence is stored with its plants");
+  }
+  return cache_;
+}
+
 DeviceSequence::PlantedKeys DeviceSequence::plant_keys(const std::vector<int64_t>& positions,
                                                        const float* k_inputs) const {
+  if (context_ != ContextStore::kWithPlants) {
+    throw Error(ErrorKind::kInternal, "DeviceSequence::plant_keys: the sequence was stored on its own");
+  }
   const ref::PagedCacheLayout layout(recipe_.key_quant.format, page_size_);
   const int64_t cases = static_cast<int64_t>(positions.size());
-  const size_t page_bytes = layout.page_bytes();
   PlantedKeys planted;
   planted.cases = cases;
-  planted.cache.reserve(cache_.size() + cases * page_bytes);
-  planted.cache.assign(cache_.begin(), cache_.end());
-  std::vector<int32_t> seq(cases);
+  // The call's tokens: the sequence's through row 0, then case c's page through row 1 + c
+  // (the page holding positions[c]; page_table_ is 0, 1, 2, ...). Sized once: the inputs
+  // are the study's largest buffer.
+  const auto page_of = [&](int64_t c) { return positions[c] / page_size_; };
+  const auto page_end = [&](int64_t page) { return std::min(n_, (page + 1) * page_size_); };
+  int64_t tokens = n_;
+  for (int64_t c = 0; c < cases; ++c) tokens += page_end(page_of(c)) - page_of(c) * page_size_;
+  std::vector<int64_t> token_positions(tokens);
+  std::vector<int32_t> seq(tokens, 0);
+  std::vector<float> inputs(static_cast<size_t>(tokens) * kHeadDim);
+  std::iota(token_positions.begin(), token_positions.begin() + n_, 0);
+  for (int64_t t = 0; t < n_; ++t) acts_.key_input(t, inputs.data() + t * kHeadDim);
+  std::vector<int32_t> tables(page_table_);
+  int64_t next = n_;
   for (int64_t c = 0; c < cases; ++c) {
-    const int64_t page = positions[c] / page_size_;  // page_table_ is 0, 1, 2, ...
-    const int32_t copy = static_cast<int32_t>(pages() + c);
-    planted.cache.insert(planted.cache.end(), cache_.begin() + page * page_bytes,
-                         cache_.begin() + (page + 1) * page_bytes);
-    planted.page_tables.insert(planted.page_tables.end(), page_table_.begin(), page_table_.end());
-    planted.page_tables[c * pages() + page] = copy;
-    seq[c] = static_cast<int32_t>(c);
+    const int64_t page = page_of(c);
+    std::vector<int32_t> table(page_table_);
+    table[page] = static_cast<int32_t>(pages() + c);
+    tables.insert(tables.end(), table.begin(), table.end());
+    planted.page_tables.insert(planted.page_tables.end(), table.begin(), table.end());
+    for (int64_t t = page * page_size_; t < page_end(page); ++t, ++next) {
+      token_positions[next] = t;
+      seq[next] = static_cast<int32_t>(1 + c);
+      const float* in = t == positions[c] ? k_inputs + c * kHeadDim : inputs.data() + t * kHeadDim;
+      std::copy(in, in + kHeadDim, inputs.begin() + next * kHeadDim);
+    }
   }
-  planted.cache = store(std::move(planted.cache), positions, seq, planted.page_tables, k_inputs);
+  planted.cache = store(std::vector<uint8_t>((pages() + cases) * layout.page_bytes(), 0), token_positions, seq,
+                        tables, inputs.data());
   return planted;
 }
 

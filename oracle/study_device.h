@@ -134,14 +134,25 @@ void round_key_input(const InputRounding& rounding, float* k_in);
 // on the device. `rope` holds at least n positions; the kernels get its first n rows.
 class DeviceSequence {
  public:
+  // kNow: the constructor stores the sequence's keys (one key-store call), for cache().
+  // kWithPlants: nothing is stored until plant_keys, which stores the sequence and the
+  // planted cases in one call (the needle: half the key-store calls of storing twice,
+  // unless a kernel's token cap splits the call).
+  enum class ContextStore { kNow, kWithPlants };
   DeviceSequence(const StageKernels& kernels, const ref::Recipe& recipe, const ActivationSource& acts, int64_t n,
-                 int page_size, const ref::RopeTable& rope, StudyTimings* timings);
-  // The cache after the key kernel stored every token's key.
-  const std::vector<uint8_t>& cache() const { return cache_; }
-  // Caches that each differ from this one in one key (the needle's cases): case c is this
-  // sequence with the key at positions[c] stored again from k_inputs[c] ([cases][128]).
-  // One key-store call for all the cases; case c reads its own copy of the page holding
-  // its position and shares every other page, so the cases take one page each, not a cache.
+                 int page_size, const ref::RopeTable& rope, StudyTimings* timings,
+                 ContextStore context = ContextStore::kNow);
+  // The cache after the key kernel stored every token's key (kNow; throws kInternal under
+  // kWithPlants, whose sequence is PlantedKeys::cache's first pages()).
+  const std::vector<uint8_t>& cache() const;
+  // Caches that each differ from this sequence's in one key (the needle's cases): case c is
+  // this sequence with the key at positions[c] stored from k_inputs[c] ([cases][128]).
+  // Case c reads its own copy of the page holding its position and shares every other page,
+  // so the cases take one page each, not a cache. One key-store call (kWithPlants only):
+  // the sequence's n tokens through page table row 0 into pages [0, pages()), and each
+  // case's page, its needle among the sequence's tokens, through row 1 + c into page
+  // pages() + c; the kernel stores every token by itself, so the bytes are those of the
+  // sequence stored alone with each case's page copied and its needle stored again.
   struct PlantedKeys {
     std::vector<uint8_t> cache;        // this sequence's pages, then case c's page at pages() + c
     std::vector<int32_t> page_tables;  // [cases][pages()]: case c's table
@@ -179,6 +190,7 @@ class DeviceSequence {
   int64_t n_;
   int page_size_;
   StudyTimings* timings_;
+  ContextStore context_;
   std::vector<int32_t> page_table_;
   std::vector<float> rope_cos_, rope_sin_;  // [n][32]
   std::vector<uint8_t> cache_;
