@@ -13,21 +13,22 @@
 // The contract is BOUNDED, not byte-exact (Numerics below); tests/device/
 // paged_logits_gpu_test.cu checks the bound on every score of every preset the kernel takes.
 //
-// Launch shape: grid (blocks per row group, row groups); a row group is kRowsPerBlock
-// consecutive rows (1, or 4 when PagedLogitsArgs::shared_row_run says rows come in runs of
-// one sequence); a block is one warpgroup (4 warps, 128 threads); a group's blocks take
-// equal whole numbers of steps, as few blocks as fill the device, or for fp8 at four rows
-// at most 32 steps a block (keys_per_block_for). A
+// Launch shape: one wave of blocks (blocks_for); a row group is kRowsPerBlock consecutive
+// rows (1, or 4 when PagedLogitsArgs::shared_row_run says rows come in runs of one
+// sequence); a block is one warpgroup (4 warps, 128 threads). A group's work is a pass per
+// sequence among its rows (one pass when they share it), a pass's steps of 64 keys up to
+// its rows' longest valid length; the passes' steps of all groups, laid end to end, are cut
+// into equal contiguous shares, one a block, and so are the steps past them that only get
+// -inf (the work partition, kernel part 0), so rows of unequal valid lengths (a prefill
+// chunk's causal rows, a study's queries spread over [N/2, N), a decode batch's contexts)
+// keep every block equally busy. A
 // block walks its keys in steps of 64 (wgmma's M): step i lives in ring slot i % kStages,
 // kStages - 1 steps are in flight (cp.async, every thread copying its share) while the
 // tensor core works on one. Per step and warp the loop issues a handful of copies, one
-// barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. A block whose rows belong to several
-// sequences walks its keys once per sequence (a pass), scoring that sequence's rows; rows
-// of one sequence take one pass. Decode is memory-bound and runs near the copy bandwidth
-// (docs/key-path-speed.md); wgmma reads the query's operand from shared memory itself, where
-// an mma.sync kernel was held back by the tensor pipe and the shared-memory reloads of the
-// query's fragments. Rows of one
-// sequence (64 queries x 128K keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row
+// barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. Decode is memory-bound and runs
+// near the copy bandwidth (docs/key-path-speed.md); wgmma reads the query's operand from
+// shared memory itself, where an mma.sync kernel was held back by the tensor pipe and the
+// shared-memory reloads of the query's fragments. Rows of one sequence (64 queries x 128K keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row
 // and key against 132 bytes a key read once; one row a block reads the cache once a row.
 //
 // Shared-memory operands (PTX ISA, "Shared Memory Matrix Layout", 128-byte swizzling,
@@ -98,6 +99,9 @@ namespace {
 
 using ref::StorageFormat;
 
+// Keys a step: wgmma's M (WgmmaTraits::kKeysPerStep); the work partition counts in steps.
+constexpr int kStepKeys = 64;
+
 // Every size of the kernel, derived from the key format, the head count and the copy piece:
 // 16 bytes when every key row is 16-byte aligned (a 16-byte aligned cache; fp8 pages of at
 // least 4 tokens), else 4 (fp8 pages of 1 or 2 tokens: 132 B/token rows are 4-byte aligned).
@@ -116,7 +120,7 @@ struct WgmmaTraits {
   static constexpr int kRowBytes = kFp8 ? 128 : 256;   // key values per token
   static constexpr int kScaleBytes = kFp8 ? 4 : 0;     // the fp8 key's fp32 scale
   static constexpr int kChunksPerRow = kRowBytes / 16;
-  static constexpr int kKeysPerStep = 64;              // wgmma M
+  static constexpr int kKeysPerStep = kStepKeys;       // wgmma M
   static constexpr int kQueryRows = 64 * kRows;        // wgmma N: 64 head rows a query row
   static constexpr int kAccumulators = kQueryRows / 2;  // 64 keys x N over 128 threads
   static constexpr int kThreads = 128;                 // one warpgroup
@@ -131,9 +135,7 @@ struct WgmmaTraits {
   // thread), two blocks an SM, as its two blocks' tiles (2 x 100 KB) fill the shared memory.
   static constexpr int kStages = kFp8 ? 4 : 3;
   static constexpr int kBlocksPerSm = kRows > 1 ? (kFp8 ? 3 : 2) : kFp8 ? 5 : 3;
-  static constexpr int kKeysPerRound = kKeysPerStep;          // a block's keys are whole steps
-  static constexpr int kMinKeysPerBlock = 4 * kKeysPerStep;  // four steps a block, at least
-  static constexpr int kMaxKeysPerBlock = kFp8 && kRows > 1 ? 32 * kKeysPerStep : 1 << 30;  // keys_per_block_for
+  static constexpr int kMinStepsPerBlock = 4;  // blocks_for
   // Dynamic shared memory: 1 KB of slack to align the tiles to 1024 bytes (swizzle atoms),
   // the query tile, the ring, the ring's key scales, the head weights [row][64] (fp8, four
   // rows a block).
@@ -273,8 +275,136 @@ __device__ __forceinline__ uint4 query_chunk(const uint8_t* q, StorageFormat q_f
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// A row group's rows (group g: rows kRows g + [0, count)), each with its sequence and its
+// valid keys [0, valid), valid clamped to [0, max_context]. Loaded alike by every thread.
+template <int kRows>
+struct RowGroup {
+  int first = 0, count = 0;
+  int seq[kRows], valid[kRows];
+};
+template <int kRows>
+__device__ __forceinline__ RowGroup<kRows> load_row_group(const PagedLogitsArgs& args, int g) {
+  RowGroup<kRows> group;
+  group.first = g * kRows;
+  group.count = min(kRows, args.rows - group.first);
+#pragma unroll
+  for (int rr = 0; rr < kRows; ++rr) {
+    const bool real = rr < group.count;
+    group.seq[rr] = real ? __ldg(args.row_seq + group.first + rr) : -1;
+    const int v = real ? __ldg(args.row_valid + group.first + rr) : 0;
+    group.valid[rr] = v < 0 ? 0 : v > args.max_context ? static_cast<int>(args.max_context) : v;
+  }
+  return group;
+}
+
+// The group's next pass among the rows of `pending`: the rows of the lowest pending row's
+// sequence (bit rr = row rr), `valid` the longest of their valid lengths. A group's passes
+// are taken in this order everywhere (the work partition and the walk agree on it).
+template <int kRows>
+__device__ __forceinline__ unsigned next_pass(const RowGroup<kRows>& group, unsigned pending, int& seq, int& valid) {
+  const int lead = __ffs(static_cast<int>(pending)) - 1;
+  seq = group.seq[0];
+#pragma unroll
+  for (int rr = 1; rr < kRows; ++rr) seq = rr == lead ? group.seq[rr] : seq;
+  unsigned pass = 0u;
+  valid = 0;
+#pragma unroll
+  for (int rr = 0; rr < kRows; ++rr) {
+    if ((pending >> rr & 1u) != 0u && group.seq[rr] == seq) pass |= 1u << rr, valid = max(valid, group.valid[rr]);
+  }
+  return pass;
+}
+
+// A group's work in steps: `scored`, the steps its passes score (each pass up to its
+// longest valid key), and `masked`, the steps after them that only get -inf (each pass to
+// max_context, steps_per_row steps a row).
+template <int kRows>
+__device__ __forceinline__ void group_work(const RowGroup<kRows>& group, int steps_per_row, int64_t& scored,
+                                           int64_t& masked) {
+  scored = 0;
+  masked = 0;
+  unsigned pending = (1u << group.count) - 1u;
+  while (pending != 0u) {
+    int seq, valid;
+    const unsigned pass = next_pass(group, pending, seq, valid);
+    pending &= ~pass;
+    const int pass_steps = (valid + kStepKeys - 1) / kStepKeys;
+    scored += pass_steps;
+    masked += steps_per_row - pass_steps;
+  }
+}
+
+// Inclusive prefix sums of (a, b) over the block's threads, and their totals. `scratch`:
+// 2 x kWarps int64 of shared memory; every thread calls it.
+template <int kThreads>
+__device__ __forceinline__ void block_scan_pair(int64_t& a, int64_t& b, int64_t* scratch, int64_t& total_a,
+                                                int64_t& total_b) {
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int64_t x = __shfl_up_sync(kFullMask, a, o), y = __shfl_up_sync(kFullMask, b, o);
+    if (lane >= o) a += x, b += y;
+  }
+  if (lane == 31) scratch[warp] = a, scratch[kWarps + warp] = b;
+  __syncthreads();
+  total_a = 0;
+  total_b = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    if (w < warp) a += scratch[w], b += scratch[kWarps + w];
+    total_a += scratch[w];
+    total_b += scratch[kWarps + w];
+  }
+  __syncthreads();  // scratch is reused
+}
+
+// A block's share of the scored (or masked) steps laid end to end: it starts in group
+// `group`, after the first `skip` of that group's steps, and holds `count` steps.
+struct WorkShare {
+  int group = 0, skip = 0, count = 0;
+};
+
+// Walks a share group after group, pass after pass (next_pass's order), and calls
+// f(pass, pass_steps, begin, end) for each pass's part [begin, end) of it, counted from the
+// pass's first scored step (kMasked false) or from its first masked step, pass_steps being
+// its scored steps; `group`, `valid` (the pass's longest valid length) and `table_row` (its
+// sequence's page-table row) are set for f. Only the walk's position lives across f: a
+// group's rows are read again at each of its passes.
+template <bool kMasked, int kRows, class F>
+__device__ __forceinline__ void walk_share(const PagedLogitsArgs& args, int steps_per_row, const WorkShare& share,
+                                           RowGroup<kRows>& group, int& valid, const int32_t*& table_row, F f) {
+  const int groups = (args.rows + kRows - 1) / kRows;
+  int at = share.group, p = 0, skip = share.skip, left = share.count;
+  while (left > 0 && at < groups) {
+    group = load_row_group<kRows>(args, at);
+    unsigned pending = (1u << group.count) - 1u, pass = 0u;
+    int seq = 0;
+    for (int q = 0; q <= p; ++q) {  // the group's pass p (p < its passes)
+      pass = next_pass(group, pending, seq, valid);
+      pending &= ~pass;
+    }
+    const int pass_steps = (valid + kStepKeys - 1) / kStepKeys;
+    const int steps = kMasked ? steps_per_row - pass_steps : pass_steps;
+    if (pending == 0u) {
+      ++at, p = 0;
+    } else {
+      ++p;
+    }
+    if (skip >= steps) {
+      skip -= steps;
+      continue;
+    }
+    const int begin = skip, end = skip + left < steps ? skip + left : steps;
+    skip = 0;
+    left -= end - begin;
+    table_row = args.page_tables + static_cast<int64_t>(seq) * args.page_table_stride;
+    f(pass, pass_steps, begin, end);
+  }
+}
+
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma_kernel(const PagedLogitsArgs args, const int keys_per_block) {
+__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma_kernel(const PagedLogitsArgs args) {
   extern __shared__ __align__(1024) uint8_t smem[];
   // Tiles from the first 1024-byte boundary (the slack is in kSmemBytes).
   const uint32_t smem_base = smem_address(smem);
@@ -284,61 +414,110 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   const uint32_t ring = query_address + T::kQueryTileBytes;  // [slot][64-key tile]
   const uint32_t scale_ring = ring + T::kStages * T::kTileBytes;  // [slot][key] fp32
   const float* const scales = reinterpret_cast<const float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes);
-
-  // The block's rows: group_first + [0, group_rows), each with its sequence and valid keys.
-  const int group_first = static_cast<int>(blockIdx.y) * T::kRows;
-  const int group_rows = min(T::kRows, args.rows - group_first);
-  int row_seq[T::kRows], row_valid[T::kRows];  // valid keys [0, v) of sequence b; max_context <= 2^30
-#pragma unroll
-  for (int rr = 0; rr < T::kRows; ++rr) {
-    row_seq[rr] = rr < group_rows ? args.row_seq[group_first + rr] : -1;
-    row_valid[rr] = rr < group_rows ? args.row_valid[group_first + rr] : 0;
-  }
   const int max_context = static_cast<int>(args.max_context);
-  const int block_first = static_cast<int>(blockIdx.x) * keys_per_block;  // a multiple of 64
-  const int block_end = min(block_first + keys_per_block, max_context);
-  const auto out = [&](int rr) { return args.logits + static_cast<int64_t>(group_first + rr) * args.max_context; };
+  const int steps_per_row = (max_context + T::kKeysPerStep - 1) / T::kKeysPerStep;
   const int thread = threadIdx.x, lane = thread % 32, warp = thread / 32;
   const int g = lane / 4, t = lane % 4;
 
-  // 1. The block's shared inputs: the query tile (query row rr's head h at tile row
+  // 0. The work partition. Each group's passes' scored steps, laid end to end in group
+  //    order, are cut into gridDim.x equal contiguous shares, block b taking
+  //    [b S / B, (b + 1) S / B); the masked steps likewise. So every block gets the same
+  //    number of steps (+-1) however the rows' valid lengths differ, in one wave (the
+  //    launcher's grid): a block pays its set-up once per group it enters, at most a few.
+  //    Every block finds its starts from the rows' valid lengths (two scans over the groups,
+  //    kThreads groups a round; the ring, not yet in use, holds the scan's scratch).
+  const int groups = (args.rows + T::kRows - 1) / T::kRows;
+  int64_t* const scan_scratch = reinterpret_cast<int64_t*>(query_tile + T::kQueryTileBytes);
+  int64_t scored_total = 0, masked_total = 0;
+  {
+    int64_t scored = 0, masked = 0;
+    for (int group = thread; group < groups; group += T::kThreads) {
+      int64_t s, m;
+      group_work(load_row_group<T::kRows>(args, group), steps_per_row, s, m);
+      scored += s;
+      masked += m;
+    }
+    block_scan_pair<T::kThreads>(scored, masked, scan_scratch, scored_total, masked_total);
+  }
+  const int64_t blocks = gridDim.x, b = blockIdx.x;
+  const int64_t scored_begin = scored_total * b / blocks, scored_end = scored_total * (b + 1) / blocks;
+  const int64_t masked_begin = masked_total * b / blocks, masked_end = masked_total * (b + 1) / blocks;
+  WorkShare scored, masked;  // the launcher keeps every count below 2^31 (launch_paged_logits_fast)
+  scored.count = static_cast<int>(scored_end - scored_begin);
+  masked.count = static_cast<int>(masked_end - masked_begin);
+  {
+    auto* const found = scan_scratch + 2 * (T::kThreads / 32);  // [group, skip] of scored, then of masked
+    if (thread == 0) found[0] = -1, found[1] = 0, found[2] = -1, found[3] = 0;
+    __syncthreads();
+    int64_t scored_before = 0, masked_before = 0;  // the steps of the groups of earlier rounds
+    for (int round_first = 0; round_first < groups; round_first += T::kThreads) {
+      const int group = round_first + thread;
+      int64_t s = 0, m = 0;
+      if (group < groups) group_work(load_row_group<T::kRows>(args, group), steps_per_row, s, m);
+      int64_t s_incl = s, m_incl = m, s_round, m_round;
+      block_scan_pair<T::kThreads>(s_incl, m_incl, scan_scratch, s_round, m_round);
+      const int64_t s_at = scored_before + s_incl - s, m_at = masked_before + m_incl - m;  // this group's first steps
+      if (s > 0 && s_at <= scored_begin && scored_begin < s_at + s) found[0] = group, found[1] = scored_begin - s_at;
+      if (m > 0 && m_at <= masked_begin && masked_begin < m_at + m) found[2] = group, found[3] = masked_begin - m_at;
+      scored_before += s_round;
+      masked_before += m_round;
+      __syncthreads();
+      const bool done = (found[0] >= 0 || scored.count == 0) && (found[2] >= 0 || masked.count == 0);
+      if (done) break;  // uniform: every thread read the same flags after the barrier
+    }
+    scored.group = found[0] < 0 ? 0 : static_cast<int>(found[0]);
+    scored.skip = static_cast<int>(found[1]);
+    masked.group = found[2] < 0 ? 0 : static_cast<int>(found[2]);
+    masked.skip = static_cast<int>(found[3]);
+    __syncthreads();  // the ring is refilled below
+  }
+
+  // The current group's rows (the epilogue's stores read them).
+  RowGroup<T::kRows> group;
+  const auto out = [&](int rr) { return args.logits + static_cast<int64_t>(group.first + rr) * args.max_context; };
+
+  // 1. A group's shared inputs: the query tile (query row rr's head h at tile row
   //    64 rr + h; heads past kHeads and rows past the group zero), this lane's head weights.
+  //    Loaded when the block enters the group, after every read of the previous group's.
   const int q_head_bytes = args.q_format == StorageFormat::kFp8E4m3fn ? 128 : 256;  // e4m3 or bf16 values
   constexpr int kQueryChunks = T::kQueryRows * T::kChunksPerRow;
   static_assert(kQueryChunks % T::kThreads == 0, "whole rounds");
-#pragma unroll
-  for (int round = 0; round < kQueryChunks / T::kThreads; ++round) {  // every thread's loads in flight at once
-    const int i = round * T::kThreads + thread, tile_row = i / T::kChunksPerRow, c = i % T::kChunksPerRow;
-    const int rr = tile_row / 64, h = tile_row % 64;
-    const uint8_t* const q_row = args.q_values + static_cast<int64_t>(group_first + rr) * T::kHeads * q_head_bytes;
-    const uint4 chunk = h < T::kHeads && rr < group_rows ? query_chunk<T>(q_row + h * q_head_bytes, args.q_format, c)
-                                                         : make_uint4(0, 0, 0, 0);
-    *reinterpret_cast<uint4*>(query_tile + sw128_offset<T::kQueryRows>(tile_row, c)) = chunk;
-  }
-  fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
   // The head weights: in registers, row rr's heads 8n + 2t + c (the columns of this lane's
   // accumulators); or in shared memory, [row][head] (heads past kHeads zero), read in pairs.
   float w_reg[T::kWeightsInSmem ? 1 : T::kRows][T::kWeightsInSmem ? 1 : T::kHeadTiles][2];
   float* const w_smem = reinterpret_cast<float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes +
                                                  T::kScaleRingBytes);
-  if constexpr (T::kWeightsInSmem) {
-    for (int i = thread; i < T::kRows * 64; i += T::kThreads) {
-      const int rr = i / 64, h = i % 64;
-      w_smem[i] = rr < group_rows && h < T::kHeads ? args.weights[static_cast<int64_t>(group_first + rr) * T::kHeads + h] : 0.0f;
+  const auto load_group_inputs = [&]() {
+#pragma unroll
+    for (int round = 0; round < kQueryChunks / T::kThreads; ++round) {  // every thread's loads in flight at once
+      const int i = round * T::kThreads + thread, tile_row = i / T::kChunksPerRow, c = i % T::kChunksPerRow;
+      const int rr = tile_row / 64, h = tile_row % 64;
+      const uint8_t* const q_row = args.q_values + static_cast<int64_t>(group.first + rr) * T::kHeads * q_head_bytes;
+      const uint4 chunk = h < T::kHeads && rr < group.count ? query_chunk<T>(q_row + h * q_head_bytes, args.q_format, c)
+                                                            : make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(query_tile + sw128_offset<T::kQueryRows>(tile_row, c)) = chunk;
     }
-  } else {
+    fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
+    if constexpr (T::kWeightsInSmem) {
+      for (int i = thread; i < T::kRows * 64; i += T::kThreads) {
+        const int rr = i / 64, h = i % 64;
+        w_smem[i] = rr < group.count && h < T::kHeads ? args.weights[static_cast<int64_t>(group.first + rr) * T::kHeads + h] : 0.0f;
+      }
+    } else {
 #pragma unroll
-    for (int rr = 0; rr < T::kRows; ++rr) {
+      for (int rr = 0; rr < T::kRows; ++rr) {
 #pragma unroll
-      for (int n = 0; n < T::kHeadTiles; ++n) {
+        for (int n = 0; n < T::kHeadTiles; ++n) {
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          w_reg[rr][n][c] =
-              rr < group_rows ? args.weights[static_cast<int64_t>(group_first + rr) * T::kHeads + 8 * n + 2 * t + c] : 0.0f;
+          for (int c = 0; c < 2; ++c) {
+            w_reg[rr][n][c] =
+                rr < group.count ? args.weights[static_cast<int64_t>(group.first + rr) * T::kHeads + 8 * n + 2 * t + c] : 0.0f;
+          }
         }
       }
     }
-  }
+    __syncthreads();
+  };
   const auto weight_pair = [&](int rr, int n) {  // row rr's heads 8n + 2t, 8n + 2t + 1
     if constexpr (T::kWeightsInSmem) {
       return *reinterpret_cast<const float2*>(w_smem + rr * 64 + 8 * n + 2 * t);
@@ -346,24 +525,25 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
       return make_float2(w_reg[rr][n][0], w_reg[rr][n][1]);
     }
   };
-  __syncthreads();
 
-  // 2. Passes, one a sequence among the block's rows (one pass when they share it): a
-  //    pass copies the sequence's keys up to its rows' longest valid length and scores
-  //    them against every row's queries; only its own rows' sums are written.
+  // 2. A pass's steps [step_begin, step_end): its rows' scores of keys 64 step_begin ..,
+  //    every row of the pass scored against the sequence's keys (one copy of each key
+  //    tile for all of them); only the pass's rows are stored.
   const int shift = __ffs(args.page_size) - 1;  // log2 P (the launcher checks P is a power of two)
   // Page-table entries are read where a step's copies are issued, through L1: a row's
   // entries are contiguous, so one 128-byte line serves 32 pages (2,048 keys at page 64).
   const int32_t* table_row = nullptr;
-  int valid = 0;  // the pass's longest valid length
+  int valid = 0;            // the pass's longest valid length
+  int segment_first = 0;    // the pass segment's first key (a multiple of 64)
+  int segment_end = 0;      // and its end, at most `valid` rounded up to a step
 
-  // The block's steps: step i holds keys block_first + 64 i + [0, 64) in ring slot
+  // The segment's steps: step i holds keys segment_first + 64 i + [0, 64) in ring slot
   // i % kStages. Chunk c of a key row is copied by thread c + kChunksPerRow x (key mod
   // kKeysPerPass), 16 bytes (in 4-byte pieces when kPieceBytes is 4), so one warp
   // instruction reads whole 128-byte lines and L2 serves each line in one request (one
   // sector of many lines per instruction, measured, kept the L2 busy at half the DRAM
   // rate). Keys past `valid` are zero-filled from an address that is valid and not read;
-  // steps wholly past it copy nothing. fp8: thread k < 64 also copies key k's scale.
+  // steps past the segment copy nothing. fp8: thread k < 64 also copies key k's scale.
   constexpr int kKeysPerPass = T::kThreads / T::kChunksPerRow, kPasses = T::kKeysPerStep / kKeysPerPass;
   const int pass_key = thread / T::kChunksPerRow, chunk = thread % T::kChunksPerRow;
   // Every key pass_key + kKeysPerPass x j has the row mod 8 of pass_key: one swizzled offset.
@@ -377,10 +557,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   const auto page_of = [&](int key) {  // the page of a valid key
     return args.cache + static_cast<uint64_t>(static_cast<uint32_t>(__ldg(table_row + (key >> shift)))) * page_bytes;
   };
-  const auto step_first = [&](int i) { return block_first + i * T::kKeysPerStep; };
+  const auto step_first = [&](int i) { return segment_first + i * T::kKeysPerStep; };
   const auto issue = [&](int i) {
     const int first = step_first(i);
-    if (first < block_end && first < valid) {
+    if (first < segment_end) {  // segment_end <= valid rounded up: first < valid
       const int slot = i % T::kStages;
       // Addresses first, then the copies back to back (ptxas pads each run of cp.async).
       const uint8_t* src[kPasses];
@@ -426,7 +606,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
 
   // The key this lane stores after the quad reduction (see there).
   const int store_key = 16 * warp + 8 * t + g;  // t < 2
-  float acc[T::kAccumulators];
+  using Accumulators = float[T::kAccumulators];  // a segment's own (score_segment)
 
   // Epilogue of the step at key `first`, for the pass's rows, `scale` the fp8 key scale of
   // key first + store_key: ReLU, times the head weight into a running sum over the lane's
@@ -434,7 +614,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   // 64 rr + [0, 64)). Every row's sums are formed, the pass's rows stored: without a branch
   // per row the 2 x kRows chains of dependent FMAs interleave, and each chain's order (and
   // so every bit) is the one a row alone would give.
-  const auto epilogue = [&](int first, float scale, unsigned pass) {
+  const auto epilogue = [&](const Accumulators& acc, int first, float scale, unsigned pass) {
     float v0[T::kRows], v1[T::kRows];
 #pragma unroll
     for (int rr = 0; rr < T::kRows; ++rr) v0[rr] = 0.0f, v1[rr] = 0.0f;
@@ -471,12 +651,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
 #pragma unroll
       for (int rr = 0; rr < T::kRows; ++rr) {
         if ((pass >> rr & 1u) == 0u) continue;
-        out(rr)[s] = s < row_valid[rr] ? (T::kFp8 ? __fmul_rn(sum[rr], scale) : sum[rr]) : -INFINITY;
+        out(rr)[s] = s < group.valid[rr] ? (T::kFp8 ? __fmul_rn(sum[rr], scale) : sum[rr]) : -INFINITY;
       }
     }
   };
   // Dots: acc = keys x (rows x heads) of the step in `slot`, over the kSlices k slices.
-  const auto dots = [&](int slot) {
+  const auto dots = [&](Accumulators& acc, int slot) {
     wgmma_fence();
     const uint32_t key_tile = ring + slot * T::kTileBytes;
 #pragma unroll
@@ -488,55 +668,28 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
     }
     wgmma_commit();
   };
-
-  unsigned pending = (1u << group_rows) - 1u;  // rows not yet scored (uniform over the block)
-  while (pending != 0u) {
-    const int lead = __ffs(static_cast<int>(pending)) - 1;
-    int lead_seq = row_seq[0];
+  // Scores the pass's steps [step_begin, step_end) (`valid`, `table_row` and the group's
+  // inputs set).
+  const auto score_segment = [&](unsigned pass, int step_begin, int step_end) {
+    // Defined here (each step's first wgmma overwrites them), so that nothing holds them
+    // between segments, where a group's inputs are loaded.
+    float acc[T::kAccumulators];
 #pragma unroll
-    for (int rr = 1; rr < T::kRows; ++rr) lead_seq = rr == lead ? row_seq[rr] : lead_seq;
-    unsigned pass = 0u;
-    valid = 0;
-#pragma unroll
-    for (int rr = 0; rr < T::kRows; ++rr) {
-      if ((pending >> rr & 1u) != 0u && row_seq[rr] == lead_seq) pass |= 1u << rr, valid = max(valid, row_valid[rr]);
-    }
-    pending &= ~pass;
-    table_row = args.page_tables + static_cast<int64_t>(lead_seq) * args.page_table_stride;
-
-    // A block wholly past the pass's valid keys only writes -inf.
-    if (block_first >= valid) {
-#pragma unroll
-      for (int rr = 0; rr < T::kRows; ++rr) {
-        if ((pass >> rr & 1u) == 0u) continue;
-        for (int s = block_first + thread; s < block_end; s += T::kThreads) out(rr)[s] = -INFINITY;
-      }
-      continue;
-    }
-
+    for (int i = 0; i < T::kAccumulators; ++i) acc[i] = 0.0f;
+    segment_first = step_begin * T::kKeysPerStep;
+    segment_end = step_end * T::kKeysPerStep;
 #pragma unroll
     for (int i = 0; i < T::kStages - 1; ++i) issue(i);
-
 #pragma unroll 1
     for (int i = 0;; ++i) {
       const int first = step_first(i);
-      if (first >= block_end) break;  // uniform per block
-      wait_async<T::kStages - 2>();   // this thread's copies of step i have landed
-      fence_proxy_async();            // ... for the tensor core
+      if (first >= segment_end) break;  // uniform per block
+      wait_async<T::kStages - 2>();     // this thread's copies of step i have landed
+      fence_proxy_async();              // ... for the tensor core
       // Every thread's copies of step i are visible, and every thread is past step i - 1's
       // wgmma_wait_all: its slot may be refilled.
       __syncthreads();
       const int slot = i % T::kStages;
-      if (first >= valid) {  // a wholly masked step
-        issue(i + T::kStages - 1);
-#pragma unroll
-        for (int rr = 0; rr < T::kRows; ++rr) {
-          if ((pass >> rr & 1u) != 0u && thread < T::kKeysPerStep && first + thread < max_context) {
-            out(rr)[first + thread] = -INFINITY;
-          }
-        }
-        continue;
-      }
       // The next copies go into step i - 1's slot, free since the barrier. fp8 four rows a
       // block (arithmetic-bound; the tensor step is the shortest of the variants, 4 k32
       // instructions): the tensor core is started first, the copies issued while it works.
@@ -546,17 +699,34 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
       // beside the live accumulators.
       constexpr bool kCopiesUnderTensor = T::kFp8 && T::kRows > 1;
       if constexpr (!kCopiesUnderTensor) issue(i + T::kStages - 1);
-      dots(slot);
+      dots(acc, slot);
       if constexpr (kCopiesUnderTensor) issue(i + T::kStages - 1);
       float scale = 1.0f;  // lanes t >= 2 store nothing: their read stays in the slot
       if constexpr (T::kFp8) scale = scales[slot * T::kKeysPerStep + store_key % T::kKeysPerStep];
       wgmma_wait_all();
       pin_accumulators(acc);
-      epilogue(first, scale, pass);
+      epilogue(acc, first, scale, pass);
     }
-    wait_async<0>();  // nothing in flight into shared memory at the next pass or at exit
-    __syncthreads();  // every thread is done with the ring before the next pass refills it
-  }
+    wait_async<0>();  // nothing in flight into shared memory at the next segment or at exit
+    __syncthreads();  // every thread is done with the ring (and the group's inputs)
+  };
+
+  // 3. The block's masked steps first (their stores leave while the scored steps run):
+  //    -inf for a pass's rows from its last scored step to max_context.
+  walk_share<true>(args, steps_per_row, masked, group, valid, table_row, [&](unsigned pass, int pass_steps, int begin, int end) {
+    const int key_end = min((pass_steps + end) * T::kKeysPerStep, max_context);
+#pragma unroll
+    for (int rr = 0; rr < T::kRows; ++rr) {
+      if ((pass >> rr & 1u) == 0u) continue;
+      for (int s = (pass_steps + begin) * T::kKeysPerStep + thread; s < key_end; s += T::kThreads) out(rr)[s] = -INFINITY;
+    }
+  });
+  // 4. The block's scored steps; a group's inputs are loaded when the block enters it.
+  int loaded_group = -1;
+  walk_share<false>(args, steps_per_row, scored, group, valid, table_row, [&](unsigned pass, int, int begin, int end) {
+    if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first;
+    score_segment(pass, begin, end);
+  });
 }
 
 const char* format_name(StorageFormat f) {
@@ -571,47 +741,29 @@ const char* format_name(StorageFormat f) {
   return "unknown";
 }
 
-// Keys per block. A block's fixed cost (the query converted into shared memory, the first
-// step's latency before any tensor work) is paid once per block, so a row gets as few
-// blocks as fill the device: blocks_per_row x rows close to a whole number of waves of
-// `resident` blocks (at least 90% of the last wave used; the bench shape, fp8: 32 rows on
-// 660 block slots, 5 per SM: 20 blocks per row, 640 blocks in one wave, 103 steps of 64
-// keys per block). A fixed 2,048 keys per block gives 5.2 waves, the setup paid 5-6 times
-// per slot. fp8 at four rows a block takes at most kMaxKeysPerBlock (32 steps): rows of one
-// sequence mostly have unequal valid lengths (a prefill chunk's causal rows, a study's
-// queries spread over [N/2, N)), and a block past its group's longest valid key writes
-// -inf and exits, so with several waves of short blocks the slots that short groups free
-// take further blocks, where one wave of long blocks leaves them idle while the longest
-// group's blocks run. 32 steps keep a block's fixed cost small beside its steps. bf16
-// keeps one wave: its blocks' set-up is larger (the query tile twice the bytes, fp8
-// queries widened to bf16 in every block) and its steps twice as long, so short blocks
-// pay the set-up more often than the balance returns.
-// Which block scores a key does not change its score (each key's sum is formed by one quad
-// in a fixed order), so this choice cannot change a result bit. "Rows" here are the
-// blocks' row groups (kRows query rows each).
+// Blocks of a launch: one wave, every block resident at once, as the work partition
+// (kernel, part 0) gives each block the same number of steps whatever the rows' valid
+// lengths, so no block slot idles while a longer group's blocks run. A block's fixed cost
+// (the partition's scans, the query tile converted into shared memory, the first step's
+// latency) is paid once, and again for each further group it enters (a share of ~100
+// steps enters at most two groups of a 128K-key sequence). A batch of fewer than
+// kMinStepsPerBlock steps a slot takes fewer blocks (the steps counted as one pass a group,
+// scored or masked: the fewest a group can have). Which block scores a key does not change
+// its score (each key's sum is formed by one quad in a fixed order), so this choice cannot
+// change a result bit.
 template <class T>
-int keys_per_block_for(const PagedLogitsArgs& args, int64_t resident) {
-  const int64_t rows = (args.rows + T::kRows - 1) / T::kRows;
-  int64_t blocks_per_row = 1;
-  for (int64_t waves = 1; waves <= 16; ++waves) {
-    blocks_per_row = std::max<int64_t>(1, waves * resident / rows);
-    if (rows * blocks_per_row * 10 >= waves * resident * 9) break;
-  }
-  const int64_t most = (args.max_context + T::kMinKeysPerBlock - 1) / T::kMinKeysPerBlock;
-  blocks_per_row = std::min(blocks_per_row, most);
-  const int64_t keys = std::min<int64_t>((args.max_context + blocks_per_row - 1) / blocks_per_row, T::kMaxKeysPerBlock);
-  return static_cast<int>((keys + T::kKeysPerRound - 1) / T::kKeysPerRound * T::kKeysPerRound);
+int blocks_for(const PagedLogitsArgs& args, int64_t resident) {
+  const int64_t groups = (args.rows + T::kRows - 1) / T::kRows;
+  const int64_t steps = groups * ((args.max_context + T::kKeysPerStep - 1) / T::kKeysPerStep);
+  return static_cast<int>(std::clamp<int64_t>((steps + T::kMinStepsPerBlock - 1) / T::kMinStepsPerBlock, 1, resident));
 }
 
 template <StorageFormat kKeyFormat, int kHeads, int kPiece, int kRows>
 void launch_instance(const PagedLogitsArgs& args) {
   using T = WgmmaTraits<kKeyFormat, kHeads, kPiece, kRows>;
   const auto kernel = paged_logits_mma_kernel<T>;
-  const int keys_per_block =
-      keys_per_block_for<T>(args, resident_blocks(kernel, T::kThreads, T::kSmemBytes, "paged_logits_mma_kernel"));
-  const dim3 grid(static_cast<unsigned>((args.max_context + keys_per_block - 1) / keys_per_block),
-                  static_cast<unsigned>((args.rows + kRows - 1) / kRows));
-  kernel<<<grid, T::kThreads, T::kSmemBytes>>>(args, keys_per_block);
+  const int blocks = blocks_for<T>(args, resident_blocks(kernel, T::kThreads, T::kSmemBytes, "paged_logits_mma_kernel"));
+  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args);
 }
 
 // Four rows a block when the caller expects runs of at least four rows of one sequence
@@ -660,6 +812,11 @@ void launch_paged_logits_fast(const PagedLogitsArgs& args) {
   }
   if (args.max_context < 1 || args.max_context > (int64_t{1} << 30)) {
     throw_bad_input("paged_logits (fast): max_context out of range");
+  }
+  // The work partition counts steps of 64 keys in int: at most rows x steps a row of them
+  // (a row is in one pass). Any batch whose logits fit in memory is far below 2^31.
+  if (static_cast<int64_t>(args.rows) * ((args.max_context + kStepKeys - 1) / kStepKeys) >= (int64_t{1} << 31)) {
+    throw_bad_input("paged_logits (fast): rows x max_context / 64 must be below 2^31");
   }
   // Keys are copied in 4- or 16-byte pieces and query words read 2 or 4 bytes at a time.
   if (reinterpret_cast<uintptr_t>(args.cache) % 4 != 0 || reinterpret_cast<uintptr_t>(args.q_values) % 4 != 0) {

@@ -11,6 +11,10 @@
 //          sweep's query positions: four rows a block, rows of unequal length)
 //   study  64 rows of one sequence, valid lengths N - [0, 3000) (four rows a block)
 //   decode 32 rows, one sequence each (one row a block; memory-bound)
+//   decode-spread  the same, valid lengths spread over [N/2, N] (a decode batch's contexts)
+//   mixed  64 rows of two sequences in runs of two, spread over [N/2, N], four rows a block
+//          (every block's group takes a pass per sequence)
+//   decode-as-4  decode's rows four a block (four passes a group): what ignoring the hint costs
 // each with an fp8 cache (e4m3 codes without NaN, power-of-two-ish scales) and a bf16 one
 // (bf16 queries). For the one-sequence shapes the last version is also timed the way the
 // ABI entry point calls it (reading row_seq back first) and as a lone launch after 200 ms
@@ -60,8 +64,9 @@ struct Shape {
   const char* name;
   bool fp8;
   int rows;
-  int sequences;  // 1: every row reads one sequence (four rows a block)
+  int sequences;  // 1: every row reads one sequence; rows: one each; else runs of two rows
   bool spread;    // valid lengths spread over [N/2, N], else N - [0, 3000)
+  int row_run;    // PagedLogitsArgs::shared_row_run (4: four rows a block)
 };
 
 // Median of `count` event timings of body(), in microseconds; before() runs outside them.
@@ -146,7 +151,7 @@ Inputs make_inputs(const Shape& shape, std::mt19937_64& rng) {
   in.weights.resize(static_cast<size_t>(shape.rows) * kHeads);
   for (float& w : in.weights) w = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 1000.0f;
   for (int r = 0; r < shape.rows; ++r) {
-    in.row_seq.push_back(shape.sequences == 1 ? 0 : r);
+    in.row_seq.push_back(shape.sequences == 1 ? 0 : shape.sequences == shape.rows ? r : r / 2 % shape.sequences);
     in.row_valid.push_back(shape.spread ? kContext / 2 + static_cast<int>(int64_t{r} * (kContext / 2) / (shape.rows - 1))
                                         : kContext - static_cast<int>(rng() % 3000));
   }
@@ -161,9 +166,12 @@ int main() {
   LOGITS_VARIANTS
 #undef V
   const char* only = std::getenv("LOGITS_VARIANTS_ONLY");
-  const Shape shapes[] = {{"sweep fp8", true, 64, 1, true},    {"sweep bf16", false, 64, 1, true},
-                          {"study fp8", true, 64, 1, false},   {"study bf16", false, 64, 1, false},
-                          {"decode fp8", true, 32, 32, false}, {"decode bf16", false, 32, 32, false}};
+  const Shape shapes[] = {{"sweep fp8", true, 64, 1, true, 4},           {"sweep bf16", false, 64, 1, true, 4},
+                          {"study fp8", true, 64, 1, false, 4},          {"study bf16", false, 64, 1, false, 4},
+                          {"decode fp8", true, 32, 32, false, 1},        {"decode bf16", false, 32, 32, false, 1},
+                          {"decode-spread fp8", true, 32, 32, true, 1},  {"decode-spread bf16", false, 32, 32, true, 1},
+                          {"mixed fp8", true, 64, 2, true, 4},           {"mixed bf16", false, 64, 2, true, 4},
+                          {"decode-as-4 fp8", true, 32, 32, false, 4},   {"decode-as-4 bf16", false, 32, 32, false, 4}};
   std::mt19937_64 rng(7);
   for (const Shape& shape : shapes) {
     if (only != nullptr && std::strncmp(only, shape.name, std::strlen(only)) != 0) continue;
@@ -183,7 +191,7 @@ int main() {
     a.page_tables = upload(in.tables);
     a.page_table_stride = kPagesPerSequence;
     a.max_context = kContext;
-    a.shared_row_run = shape.sequences == 1 ? 4 : 1;
+    a.shared_row_run = shape.row_run;
     const size_t logits = static_cast<size_t>(shape.rows) * kContext;
     CHECK(cudaMalloc(&a.logits, logits * 4));
     // 2 x heads x 128 flops per row and key (the whole row; valid or not).
@@ -199,7 +207,7 @@ int main() {
         for (size_t i = 0; i < logits; ++i) differing += std::memcmp(&first[i], &got[i], 4) != 0;
       }
       const double us = median_us(25, [] {}, [&] { versions[v].second(a); });
-      std::printf("%-12s %-10s %8.1f us %7.1f TFLOP/s  logits differing from %s: %zu\n", shape.name,
+      std::printf("%-18s %-10s %8.1f us %7.1f TFLOP/s  logits differing from %s: %zu\n", shape.name,
                   versions[v].first.c_str(), us, flops / us * 1e-6, versions[0].first.c_str(), differing);
     }
     if (shape.sequences == 1) {
@@ -220,7 +228,7 @@ int main() {
             nanosleep(&pause, nullptr);
           },
           [&] { launch(a); });
-      std::printf("%-12s %-10s back to back %.1f us; with the row_seq read-back %.1f us; alone after 200 ms idle %.1f us\n",
+      std::printf("%-18s %-10s back to back %.1f us; with the row_seq read-back %.1f us; alone after 200 ms idle %.1f us\n",
                   shape.name, versions.back().first.c_str(), alone, abi, after_idle);
     }
     for (const void* p : {static_cast<const void*>(a.q_values), static_cast<const void*>(a.weights),
