@@ -374,6 +374,12 @@ class KernelUnderTest {
   // before and after it (uploads and downloads excluded; a plug-in's work on other
   // streams counts as far as the legacy default stream orders it). 0 when not measured.
   virtual double last_device_ms() const { return 0.0; }
+  // The host time the same call held its caller (steady clock, from after the first event
+  // to the entry point's return). A call that returns once its work is queued spends it on
+  // the host's side of its launches, and with the device idle before the call (the timing
+  // synchronises first) the device's first kernel cannot start before that host work has
+  // queued it; a call that waits for the device includes the wait. 0 when not measured.
+  virtual double last_host_ms() const { return 0.0; }
   // Steady-state timing (the studies): every entry point then runs once more, untimed, just
   // before the timed call and on the same device buffers. The entry points write their
   // outputs from their inputs alone, so the outputs are the same; the device has not idled

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -175,7 +176,9 @@ class CallTimer {
     }
     check_cuda(cudaDeviceSynchronize(), "before the timed call");
     check_cuda(cudaEventRecord(start_, 0), "cudaEventRecord");
+    const auto host_start = std::chrono::steady_clock::now();
     const int status = call();
+    last_host_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start).count();
     check_cuda(cudaEventRecord(stop_, 0), "cudaEventRecord");
     check_cuda(cudaEventSynchronize(stop_), "kernel under test");
     float ms = 0.0f;
@@ -184,11 +187,13 @@ class CallTimer {
     return status;
   }
   double last_ms() const { return last_ms_; }
+  double last_host_ms() const { return last_host_ms_; }
 
  private:
   bool made_ = false;
   cudaEvent_t start_{}, stop_{};
   double last_ms_ = 0.0;
+  double last_host_ms_ = 0.0;
 };
 
 // Paged logits and top-K through their (shared) ABI argument structs; `fail` reports a
@@ -298,6 +303,7 @@ class KernelV1 : public KernelUnderTest {
     return run_topk(scoring_->topk, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput), timer_, warm_timing_);
   }
   double last_device_ms() const override { return timer_.last_ms(); }
+  double last_host_ms() const override { return timer_.last_host_ms(); }
 
  private:
   mutable CallTimer timer_;
@@ -367,6 +373,7 @@ class KernelV2 : public KernelUnderTest {
     return run_topk(table_->topk, b, failure(name(), table_->last_error, ErrorKind::kBadInput), timer_, warm_timing_);
   }
   double last_device_ms() const override { return timer_.last_ms(); }
+  double last_host_ms() const override { return timer_.last_host_ms(); }
 
  private:
   mutable CallTimer timer_;

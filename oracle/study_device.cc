@@ -144,6 +144,7 @@ auto timed(StudyTimings* timings, const char* stage, const dev::KernelUnderTest&
   t.kernel = kernel.name();
   ++t.calls;
   t.device_ms += kernel.last_device_ms();
+  t.host_ms += kernel.last_host_ms();
   t.bytes += bytes;
   if (unit != ComputeUnit::kNone) t.flops[unit] += flops;
   return out;
@@ -262,6 +263,7 @@ nlohmann::json StudyTimings::to_json(const Roofline& roofline) const {
     s = {{"kernel", t.kernel},
          {"calls", t.calls},
          {"device_ms", t.device_ms},
+         {"host_ms", t.host_ms},
          {"bytes", t.bytes},
          {"gb_per_s", gbps},
          {"fraction_of_copy", roofline.copy_gbps > 0 ? gbps / roofline.copy_gbps : 0.0},
@@ -290,8 +292,8 @@ std::string StudyTimings::text(const Roofline& roofline) const {
       roofline.copy_gbps, roofline.tensor_fp8_tflops, roofline.tensor_bf16_tflops, roofline.fp32_tflops);
   for (const auto& [stage, t] : j.at("stages").items()) {
     const bool compute = t.at("bound").get<std::string>() == "compute";
-    out += fmt::format("  {:<28} {:>6} calls {:>10.3f} ms {:>9.1f} GB/s {:>6.1f}% of copy{} {:>6.1f}% of roofline ({}){}\n",
-                       stage, t.at("calls").get<int64_t>(), t.at("device_ms").get<double>(),
+    out += fmt::format("  {:<28} {:>6} calls {:>10.3f} ms (host {:.3f}) {:>9.1f} GB/s {:>6.1f}% of copy{} {:>6.1f}% of roofline ({}){}\n",
+                       stage, t.at("calls").get<int64_t>(), t.at("device_ms").get<double>(), t.at("host_ms").get<double>(),
                        t.at("gb_per_s").get<double>(), 100.0 * t.at("fraction_of_copy").get<double>(),
                        compute ? fmt::format(" {:>7.1f} TFLOP/s", t.at("tflops").get<double>()) : std::string(17, ' '),
                        100.0 * t.at("fraction_of_roofline").get<double>(), compute ? "compute" : "memory",

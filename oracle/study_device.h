@@ -52,6 +52,7 @@ struct StageTiming {
   double device_ms = 0.0;  // KernelUnderTest::last_device_ms, summed
   double bytes = 0.0;
   std::map<ComputeUnit, double> flops;  // by the unit it runs on (a stage's recipes may differ)
+  double host_ms = 0.0;  // KernelUnderTest::last_host_ms, summed: the calls' time on the host
 };
 
 // The roofline: a device-to-device copy's GB/s (measured by the caller) and the dense

@@ -74,6 +74,7 @@ TEST_F(StudyDeviceGpu, ExactOrderKernelsGiveTheCpuSweep) {
   gpu.device.timings = &timings;
   nlohmann::json a = sweep_to_json(run_sweep(cpu, {}), ""), b = sweep_to_json(run_sweep(gpu, {}), "");
   EXPECT_GT(timings.stages.at("topk [builtin]").device_ms, 0.0);
+  EXPECT_GT(timings.stages.at("topk [builtin]").host_ms, 0.0);
   ASSERT_TRUE(b.contains("device"));
   b.erase("device");
   EXPECT_EQ(a.dump(), b.dump());

@@ -399,9 +399,11 @@ TEST(DeviceStudyScores, ThreadsGiveTheOneThreadValues) {
 TEST(DeviceStudyTimings, TheDominantStageIsTheOneWithTheMostDeviceTime) {
   StudyTimings t;
   t.stages["keys"] = {"k", 1, 0.2, 2.0e8, {}};
-  t.stages["logits"] = {"l", 1, 0.5, 1.5e9, {}};
+  t.stages["logits"] = {"l", 1, 0.5, 1.5e9, {}, 0.125};
   const nlohmann::json j = t.to_json(Roofline{4000.0});
   EXPECT_EQ(j["dominant"], "logits");
+  EXPECT_DOUBLE_EQ(j["stages"]["logits"]["host_ms"].get<double>(), 0.125);  // reported beside, never in a fraction
+  EXPECT_NE(t.text(Roofline{4000.0}).find("(host 0.125)"), std::string::npos);
   EXPECT_DOUBLE_EQ(j["stages"]["logits"]["gb_per_s"].get<double>(), 3000.0);
   EXPECT_DOUBLE_EQ(j["stages"]["logits"]["fraction_of_copy"].get<double>(), 0.75);
   EXPECT_EQ(j["stages"]["logits"]["bound"], "memory");  // no arithmetic counted
