@@ -5,7 +5,10 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "device/api.h"
@@ -35,18 +38,34 @@ inline void check_launch_args(const ref::QuantSpec& q, int page_size, const char
 
 // Blocks of `kernel` (threads per block, dynamic shared memory bytes) resident on the
 // current device at once, at least 1, after opting the kernel in to its shared memory.
-// Asked on every launch: a process may switch devices.
+// Worked out once per kernel, device, block size and shared memory, and kept: the
+// attribute call and the occupancy query are host work inside every launch, and so inside
+// every timed call of an entry point, whose idle device waits for its first launch to be
+// queued. A process may switch devices: the device is part of the key.
 template <class Kernel>
 int resident_blocks(Kernel kernel, int threads, int shared_bytes, const char* name) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  using Key = std::tuple<const void*, int, int, int>;
+  static std::mutex mutex;
+  static std::map<Key, int> known;  // under mutex
+  const Key key{reinterpret_cast<const void*>(kernel), device, threads, shared_bytes};
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = known.find(key);
+    if (it != known.end()) return it->second;
+  }
   const std::string what(name);
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes),
              (what + " shared memory").c_str());
-  int device = 0, sms = 0, per_sm = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  int sms = 0, per_sm = 0;
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes),
              (what + " occupancy").c_str());
-  return sms * per_sm > 1 ? sms * per_sm : 1;
+  const int blocks = sms * per_sm > 1 ? sms * per_sm : 1;
+  const std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(key, blocks);
+  return blocks;
 }
 
 // Calls f(std::integral_constant<int, L>{}) for a lane-group width L in {1, 2, 4, 8}

@@ -131,7 +131,7 @@ key_store_kernel(const KeyStoreArgs args, const KeyStoreSchedule schedule) {
 }
 
 // Launches key_store_kernel on a grid of as many blocks as fit on the current device at
-// once (asked on every launch: a process may switch devices), fewer when there are fewer
+// once (resident_blocks, per device), fewer when there are fewer
 // tiles or the schedule caps the grid.
 template <ref::StorageFormat kFormat, int kLanes, int kPath>
 void launch_persistent(const KeyStoreArgs& args, const KeyStoreSchedule& schedule, int64_t tiles) {

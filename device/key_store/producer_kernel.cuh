@@ -174,14 +174,20 @@ void launch_producer(const KeyStoreArgs& args, const KeyStoreSchedule& schedule,
   constexpr int kShared = kComputeWarps * (sizeof(Ring) + sizeof(KeyHandoff));
   static_assert(kShared + 2 * kHeadDim * 4 <= 227 * 1024, "8 rings, their hand-offs and the norm weights in a block");
   const auto kernel = key_store_producer_kernel<kFormat, kLanes, kPath>;
-  cudaFuncAttributes attributes{};
-  check_cuda(cudaFuncGetAttributes(&attributes, kernel), "key_store_producer_kernel attributes");
-  if (attributes.numRegs != kProducerLaunchRegisters) {
-    throw Error(ErrorKind::kEnvironment, "key_store_producer_kernel was compiled for " +
-                                             std::to_string(attributes.numRegs) + " registers a thread, not " +
-                                             std::to_string(kProducerLaunchRegisters) +
-                                             ": its setmaxnreg claims could not be met");
-  }
+  // The registers are the compiled kernel's: checked at the first launch that passes (a
+  // failed check throws, and the next launch checks again).
+  static const bool registers_checked = [&] {
+    cudaFuncAttributes attributes{};
+    check_cuda(cudaFuncGetAttributes(&attributes, kernel), "key_store_producer_kernel attributes");
+    if (attributes.numRegs != kProducerLaunchRegisters) {
+      throw Error(ErrorKind::kEnvironment, "key_store_producer_kernel was compiled for " +
+                                               std::to_string(attributes.numRegs) + " registers a thread, not " +
+                                               std::to_string(kProducerLaunchRegisters) +
+                                               ": its setmaxnreg claims could not be met");
+    }
+    return true;
+  }();
+  (void)registers_checked;
   const int resident = resident_blocks(kernel, kProducerKernelThreads, kShared, "key_store_producer_kernel");
   int64_t blocks = std::min<int64_t>((tiles + kComputeWarps - 1) / kComputeWarps, resident);
   if (schedule.max_blocks > 0) blocks = std::min<int64_t>(blocks, schedule.max_blocks);
