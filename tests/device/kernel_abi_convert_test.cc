@@ -4,6 +4,7 @@
 #include "device/kernel_abi_convert.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -127,6 +128,65 @@ TEST(AbiRecipe, V2FieldsInAnyOrderGiveTheSameRecipe) {
       EXPECT_EQ(ref::field_value_json(back, f.path), ref::field_value_json(changed, f.path)) << f.path;
     });
   }
+}
+
+// from_abi keeps the last recipe it converted: a recipe equal to it gives the kept result,
+// and any change (a value, a path's text in the same buffer, v1's struct) converts again.
+TEST(AbiRecipe, V2ConversionIsKeptOnlyForAnEqualRecipe) {
+  const ref::Recipe base = ref::preset("sglang-v4-fp8");
+  const AbiRecipeV2 abi(base);
+  const auto same_kernel_fields = [](const ref::RecipeFields& a, const ref::RecipeFields& b) {
+    bool same = true;
+    ref::for_each_field([&](const ref::FieldInfo& f, auto) {
+      if (f.has(ref::kKernelField)) same = same && ref::field_value_json(a, f.path) == ref::field_value_json(b, f.path);
+    });
+    return same;
+  };
+  EXPECT_TRUE(same_kernel_fields(from_abi(*abi.get()), base));
+  EXPECT_TRUE(same_kernel_fields(from_abi(*abi.get()), base));  // kept
+  // A value changed in place.
+  dsaf_recipe_v2 copy = *abi.get();
+  std::vector<dsaf_field_v2> fields(copy.fields, copy.fields + copy.num_fields);
+  copy.fields = fields.data();
+  size_t eps = 0;
+  while (std::string(fields[eps].path) != "key_norm.eps") ++eps;
+  fields[eps].value = 1e-3;
+  EXPECT_EQ(from_abi(copy).key_norm.eps, 1e-3f);
+  // A path's text changed in the same buffer: the value now lands in another field.
+  std::vector<std::vector<char>> texts;
+  for (const dsaf_field_v2& f : fields) texts.emplace_back(f.path, f.path + std::strlen(f.path) + 1);
+  for (size_t i = 0; i < fields.size(); ++i) fields[i].path = texts[i].data();
+  fields[eps].value = 1e-4;
+  EXPECT_EQ(from_abi(copy).key_norm.eps, 1e-4f);
+  const char* other = "key_quant.block";
+  size_t block = 0;
+  while (std::string(fields[block].path) != other) ++block;
+  fields[block].value = 64.0;
+  EXPECT_EQ(from_abi(copy).key_quant.block, 64);
+  std::strcpy(texts[block].data(), "key_quant.blocX");  // same length, same pointer
+  EXPECT_THROW(from_abi(copy), Error);                   // no such field: converted again, not kept
+  std::strcpy(texts[block].data(), other);
+  EXPECT_EQ(from_abi(copy).key_quant.block, 64);
+  // v1's struct carries what the list leaves out: a change there converts again.
+  std::vector<dsaf_field_v2> without_block = fields;
+  without_block.erase(without_block.begin() + static_cast<std::ptrdiff_t>(block));
+  copy.fields = without_block.data();
+  copy.num_fields = static_cast<uint32_t>(without_block.size());
+  copy.v1.key_quant.block = 32;
+  EXPECT_EQ(from_abi(copy).key_quant.block, 32);
+  copy.v1.key_quant.block = 128;
+  EXPECT_EQ(from_abi(copy).key_quant.block, 128);
+  // Back to the preset.
+  EXPECT_TRUE(same_kernel_fields(from_abi(*abi.get()), base));
+}
+
+TEST(AbiRecipe, V2RefusesAFieldWithoutAPath) {
+  const AbiRecipeV2 abi(ref::preset("dsv32-ref"));
+  dsaf_recipe_v2 copy = *abi.get();
+  std::vector<dsaf_field_v2> fields(copy.fields, copy.fields + copy.num_fields);
+  fields[3].path = nullptr;
+  copy.fields = fields.data();
+  EXPECT_THROW(from_abi(copy), Error);
 }
 
 TEST(AbiRecipe, V2RefusesAFieldThisBuildDoesNotKnow) {
