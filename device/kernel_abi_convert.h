@@ -192,7 +192,10 @@ struct AbiRecipeMemo {
   ref::RecipeFields recipe{};
 
   bool holds(const dsaf_recipe_v2& a) const {
-    if (!held || a.num_fields != paths.size() || std::memcmp(&v1, &a.v1, sizeof v1) != 0) return false;
+    if (!held || a.num_fields != paths.size() || (a.num_fields > 0 && a.fields == nullptr) ||
+        std::memcmp(&v1, &a.v1, sizeof v1) != 0) {
+      return false;
+    }
     for (uint32_t i = 0; i < a.num_fields; ++i) {
       if (a.fields[i].path == nullptr || std::memcmp(&values[i], &a.fields[i].value, sizeof(double)) != 0 ||
           paths[i] != a.fields[i].path) {

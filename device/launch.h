@@ -41,7 +41,9 @@ inline void check_launch_args(const ref::QuantSpec& q, int page_size, const char
 // Worked out once per kernel, device, block size and shared memory, and kept: the
 // attribute call and the occupancy query are host work inside every launch, and so inside
 // every timed call of an entry point, whose idle device waits for its first launch to be
-// queued. A process may switch devices: the device is part of the key.
+// queued. A process may switch devices: the device is part of the key. A device reset
+// (cudaDeviceReset) clears the shared-memory attribute and not this record: launches past
+// 48 KB of dynamic shared memory would then fail with a CUDA error (nothing here resets).
 template <class Kernel>
 int resident_blocks(Kernel kernel, int threads, int shared_bytes, const char* name) {
   int device = 0;

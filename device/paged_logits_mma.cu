@@ -423,7 +423,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   //    order, are cut into gridDim.x equal contiguous shares, block b taking
   //    [b S / B, (b + 1) S / B); the masked steps likewise. So every block gets the same
   //    number of steps (+-1) however the rows' valid lengths differ, in one wave (the
-  //    launcher's grid): a block pays its set-up once per group it enters, at most a few.
+  //    launcher's grid): a block pays its set-up once per group it enters (a share of ~100
+  //    steps of a 128K-key sequence enters one or two; with short contexts and many rows a
+  //    share spans many groups, each entered once). The scans read every group's rows:
+  //    O(groups) work a block, small beside its steps unless contexts are short.
   //    Every block finds its starts from the rows' valid lengths (two scans over the groups,
   //    kThreads groups a round; the ring, not yet in use, holds the scan's scratch).
   const int groups = (args.rows + T::kRows - 1) / T::kRows;

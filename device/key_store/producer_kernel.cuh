@@ -174,8 +174,8 @@ void launch_producer(const KeyStoreArgs& args, const KeyStoreSchedule& schedule,
   constexpr int kShared = kComputeWarps * (sizeof(Ring) + sizeof(KeyHandoff));
   static_assert(kShared + 2 * kHeadDim * 4 <= 227 * 1024, "8 rings, their hand-offs and the norm weights in a block");
   const auto kernel = key_store_producer_kernel<kFormat, kLanes, kPath>;
-  // The registers are the compiled kernel's: checked at the first launch that passes (a
-  // failed check throws, and the next launch checks again).
+  // The registers are the compiled kernel's (one sm_90a binary for every device): checked
+  // at the first launch that passes (a failed check throws, and the next launch checks again).
   static const bool registers_checked = [&] {
     cudaFuncAttributes attributes{};
     check_cuda(cudaFuncGetAttributes(&attributes, kernel), "key_store_producer_kernel attributes");

@@ -180,12 +180,18 @@ TEST(AbiRecipe, V2ConversionIsKeptOnlyForAnEqualRecipe) {
   EXPECT_TRUE(same_kernel_fields(from_abi(*abi.get()), base));
 }
 
-TEST(AbiRecipe, V2RefusesAFieldWithoutAPath) {
+// A list without paths, or without its entries, is bad input, also right after the same
+// recipe was converted whole (the kept conversion is not consulted for it).
+TEST(AbiRecipe, V2RefusesAFieldWithoutAPathOrAMissingList) {
   const AbiRecipeV2 abi(ref::preset("dsv32-ref"));
+  from_abi(*abi.get());
   dsaf_recipe_v2 copy = *abi.get();
   std::vector<dsaf_field_v2> fields(copy.fields, copy.fields + copy.num_fields);
   fields[3].path = nullptr;
   copy.fields = fields.data();
+  EXPECT_THROW(from_abi(copy), Error);
+  from_abi(*abi.get());
+  copy.fields = nullptr;
   EXPECT_THROW(from_abi(copy), Error);
 }
 

@@ -158,6 +158,12 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
     a.page_table_stride = b.pages_per_seq;
     a.max_context = max_context;
     a.logits = d_logits.get();
+    // Every launch starts from all-ones bytes (a NaN): a logit a kernel leaves unwritten
+    // fails the checks below instead of passing with the previous kernel's value.
+    const auto poison_logits = [&] {
+      ASSERT_EQ(cudaMemset(d_logits.get(), 0xFF, static_cast<size_t>(rows) * max_context * sizeof(float)), cudaSuccess);
+    };
+    poison_logits();
     dev::launch_paged_logits(a);
     const std::vector<float> logits = d_logits.download();
 
@@ -168,6 +174,7 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
     for (const int row_run : {1, 4}) {
       if (!fast || H < 16 || (row_run == 4 && H != 64)) continue;
       a.shared_row_run = row_run;
+      poison_logits();
       dev::launch_paged_logits_fast(a);
       const std::vector<float> fast_logits = d_logits.download();
       for (int r = 0; r < rows; ++r) {
