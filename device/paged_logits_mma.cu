@@ -28,8 +28,9 @@
 // barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. Decode is memory-bound and runs
 // near the copy bandwidth (docs/key-path-speed.md); wgmma reads the query's operand from
 // shared memory itself, where an mma.sync kernel was held back by the tensor pipe and the
-// shared-memory reloads of the query's fragments. Rows of one sequence (64 queries x 128K keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row
-// and key against 132 bytes a key read once; one row a block reads the cache once a row.
+// shared-memory reloads of the query's fragments. Rows of one sequence (64 queries x 128K
+// keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row and key against 132 bytes a
+// key read once; one row a block reads the cache once a row.
 //
 // Shared-memory operands (PTX ISA, "Shared Memory Matrix Layout", 128-byte swizzling,
 // K-major, which e4m3 wgmma requires for both operands): row r of a 64-row tile (a key of
