@@ -375,6 +375,8 @@ def topk_rows(specs, torch):
         shape = tuple(doc.get(k) for k in ("rows", "row_length", "k"))
         notes = (f"with host status check {number(c, 'topk_checked_ms', where):.3f} ms; "
                  f"CUB full sort {number(c, 'cub_full_sort_ms', where):.3f} ms")
+        if "topk_by_index_ms" in c:  # the same positions in ascending order (no final sort)
+            notes = f"by index {number(c, 'topk_by_index_ms', where):.4f} ms; " + notes
         op = ("top-K",) + shape if all(type(v) is int for v in shape) else None
         rows.append(Row("top-K", name, TOPK, number(c, "topk_ms", where), number(c, "bytes", where), copy,
                         eager(torch, shape, f"{name}_topk_ms"), notes, peer_op=op, peer_row=True,

@@ -4,7 +4,8 @@
 //   peer_bench OUT.json key RECIPE KERNEL...        key store, 1M bf16 tokens: 16 sequences
 //                                                   x 64K positions, pages of 64, shuffled
 //   peer_bench OUT.json topk ROWS LENGTH K KERNEL... top-K of fp32 rows of LENGTH scores
-// KERNEL: "builtin" (our kernels, the default schedule) or a plug-in's path.
+// KERNEL: "builtin" (our kernels, the default schedule), "builtin:by-index" (the same with
+// top-K rows as positions in ascending order, no final sort) or a plug-in's path.
 // Key-store calls repeat one batch: our table keeps its tile order from one call to the
 // next when the positions are the same (device/plugins/abi_kernels.cuh).
 // DSAF_PEER_NEW_POSITIONS=1 alternates two batches of the same tokens, the first 64 in
@@ -54,8 +55,10 @@ struct Kernel {
 
 // Our table, or the plug-in's; exits 2 with a message when it cannot be had.
 Kernel open(const std::string& spec) {
-  if (spec == "builtin") {
-    return {spec, dev::abi_table_v2<dev::kAutoLanesPerHead, 0, dev::KeyTileWalk::kHandOut, false>("builtin")};
+  if (spec == "builtin" || spec == "builtin:by-index") {
+    const dsaf_kernel_v2* table =
+        dev::abi_table_v2<dev::kAutoLanesPerHead, 0, dev::KeyTileWalk::kHandOut, false>("builtin");
+    return {spec, spec == "builtin" ? table : dev::with_topk_by_index(table)};
   }
   void* lib = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
@@ -266,9 +269,10 @@ std::string bench_topk(int rows, int length, int k, const std::vector<Kernel>& k
     const std::string same = first.empty() ? "null" : (indices == first ? "true" : "false");
     if (first.empty()) first = indices;
     const float ms = bench::median_ms(call, runs(), 1, warmups());
+    const char* label = kernel.spec.rfind("builtin", 0) == 0 ? kernel.spec.c_str() : kernel.table->name;
     std::printf("topk [%d x %d] K=%-5d %-52s %.4f ms  %.0f%% of copy  same set as first: %s; against the exact "
                 "sets: %lld rows wrong, %lld keys missing\n",
-                rows, length, k, kernel.table->name, ms, 100 * bytes / (ms * 1e-3) / 1e9 / copy_gbps, same.c_str(),
+                rows, length, k, label, ms, 100 * bytes / (ms * 1e-3) / 1e9 / copy_gbps, same.c_str(),
                 static_cast<long long>(rows_wrong), static_cast<long long>(keys_missing));
     json += (json.empty() ? "" : ",\n") +
             case_json(kernel, ms, bytes, copy_gbps, same,

@@ -1,7 +1,8 @@
 // Top-K benchmark on the GPU: top-2048 of 131,072 fp32 scores x 32 rows (the DSA decode
-// shape, docs/verification.md §4) with the exact kernel (device/topk.cu) at every blocks_per_row,
-// against a full per-row sort (CUB DeviceSegmentedSort, stable, descending) of the same
-// data, and against the device-to-device copy bandwidth. bench/torch_topk.py times
+// shape, docs/verification.md §4) with the exact kernel (device/topk.cu) at every
+// blocks_per_row and by index (TopKOrder::kByIndex, automatic blocks), against a full per-row
+// sort (CUB DeviceSegmentedSort, stable, descending) of the same data, and against the
+// device-to-device copy bandwidth. bench/torch_topk.py times
 // torch.topk on the same shape. Two inputs: Gaussian fp32 (few ties) and the same rounded
 // to bf16 (ties at the threshold, as with bf16 logits). The kernel's indices are checked
 // against the first 2048 of the stable sort (same order: score descending, ties by index).
@@ -125,6 +126,24 @@ int main(int argc, char** argv) {
       by_blocks += (by_blocks.empty() ? "\"" : ", \"") + name + "\": " + std::to_string(ms);
       std::printf("%-22s blocks/row %-4s %.4f ms\n", input, name.c_str(), ms);
     }
+    // The same positions in ascending order (TopKOrder::kByIndex: no final sort), checked
+    // against the stable sort's first K, sorted by position.
+    dev::TopKArgs by_index = args;
+    by_index.order = dev::TopKOrder::kByIndex;
+    const float by_index_ms = bench::median_ms([&] { dev::launch_topk(by_index); });
+    BENCH_CHECK(cudaDeviceSynchronize());
+    bool by_index_matches = true;
+    {
+      const std::vector<int32_t> indices = download(d_indices, kRows * kK);
+      const std::vector<int32_t> status = download(d_status, kRows);
+      for (int r = 0; r < kRows; ++r) {
+        std::vector<int32_t> want(sorted.begin() + r * kLength, sorted.begin() + r * kLength + kK);
+        std::sort(want.begin(), want.end());
+        by_index_matches = by_index_matches && status[r] == 0 &&
+                           std::equal(want.begin(), want.end(), indices.begin() + r * kK);
+      }
+    }
+    std::printf("%-22s by index        %.4f ms\n", input, by_index_ms);
     // The synchronous launch (statuses copied back and checked on the host), as the verifier uses it.
     dev::TopKArgs checked = args;
     checked.row_status = nullptr;
@@ -136,13 +155,13 @@ int main(int argc, char** argv) {
                   "%s\n    {\"input\": \"%s\", \"topk_ms\": %.4f, \"topk_checked_ms\": %.4f, \"cub_full_sort_ms\": "
                   "%.4f, \"bytes\": %.0f, \"topk_gbps\": %.1f, \"fraction_of_copy\": %.3f, \"speedup_vs_cub_sort\": "
                   "%.2f, \"matches_stable_sort_prefix\": %s, \"same_bits_for_every_blocks_per_row\": %s, "
-                  "\"topk_ms_by_blocks_per_row\": {%s}}",
+                  "\"topk_ms_by_blocks_per_row\": {%s}, \"topk_by_index_ms\": %.4f, \"by_index_matches\": %s}",
                   first_case ? "" : ",", input, auto_ms, checked_ms, cub_ms, bytes, gbps, gbps / copy_gbps,
                   cub_ms / auto_ms, matches ? "true" : "false", same_across_blocks ? "true" : "false",
-                  by_blocks.c_str());
+                  by_blocks.c_str(), by_index_ms, by_index_matches ? "true" : "false");
     json += row;
     first_case = false;
-    all_exact = all_exact && matches && same_across_blocks;
+    all_exact = all_exact && matches && same_across_blocks && by_index_matches;
     std::printf("%-22s top-K %.4f ms (%.0f GB/s, %.0f%% of copy), checked %.4f ms, CUB full sort %.4f ms (%.1fx); "
                 "matches sort: %s, same for every blocks/row: %s\n",
                 input, auto_ms, gbps, 100 * gbps / copy_gbps, checked_ms, cub_ms, cub_ms / auto_ms,

@@ -61,7 +61,8 @@ CLI::App* add_verify_command(CLI::App& app, VerifyOptions& o) {
   verify->add_option("--kernel", o.kernel,
                      "builtin (exact-order logits) or builtin-fast (tensor-core logits: fp8 or bf16 cache), each with "
                      "optional schedule knobs :1/2/4/8 (lanes per head), :grid1 (the key kernel in one block), "
-                     ":batch-order/:tile-order/:hand-out (tile walk; default hand-out); or a plug-in library "
+                     ":batch-order/:tile-order/:hand-out (tile walk; default hand-out), :by-index (top-K positions "
+                     "ascending, set contract); or a plug-in library "
                      "(device/kernel_abi.h, ABI version 2 or 1)");
   verify->add_option("--cases", o.cases, "key tokens to check (at least)");
   verify->add_option("--seed", o.seed, "random seed")->check(kUnsigned);

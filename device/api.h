@@ -244,13 +244,22 @@ void launch_paged_logits_fast(const PagedLogitsArgs& args);
 // ---- Top-K (device/topk/) ----------------------------------------------------------------
 // Exact, deterministic top-K per row, equal to ref::select_topk (reference/topk.h) index for
 // index: higher score first, equal scores by lower index (-0.0 and +0.0 are equal scores);
-// row r gets the first min(k, len_r) positions of that order, in that order, then -1. Scores
-// are compared as fp32 values through their bits (subnormals kept, no flush to zero). A NaN
-// among a row's valid scores is bad input: that row gets all -1 and status kNaN.
+// row r gets the first min(k, len_r) positions of that order, in that order (or the same
+// positions in ascending order, TopKOrder::kByIndex), then -1. Scores are compared as fp32
+// values through their bits (subnormals kept, no flush to zero). A NaN among a row's valid
+// scores is bad input: that row gets all -1 and status kNaN.
 inline constexpr int kTopKMaxK = 2048;
 inline constexpr int kTopKMaxRowLength = 1 << 20;  // 1,048,576 positions (1M-token contexts)
 
 enum class TopKRowStatus : int32_t { kOk = 0, kNaN = 1, kBadLength = 2, kInternal = 3 };
+
+// The order of a row's selected positions. Both are functions of the row alone (the same
+// bits on every launch and blocks_per_row); kByIndex is the set a sparse-attention gather
+// reads, in the order it reads it, without the kernel's final sort by score.
+enum class TopKOrder : int32_t {
+  kByScore = 0,  // ref::select_topk's order: higher score first, equal scores lower index first
+  kByIndex = 1,  // the same positions, ascending
+};
 
 struct TopKArgs {
   const float* scores = nullptr;           // row r starts at scores + r * row_stride
@@ -260,6 +269,7 @@ struct TopKArgs {
   int k = 0;                               // 1 .. kTopKMaxK
   int32_t* indices = nullptr;              // [rows][k]
   int32_t* row_status = nullptr;           // optional [rows] TopKRowStatus, see launch_topk
+  TopKOrder order = TopKOrder::kByScore;
 };
 
 // Stream 0. Throws kBadInput for k outside [1, kTopKMaxK] and other unsupported arguments.
@@ -416,7 +426,9 @@ ComputePeaks compute_peaks();
 // or 8 (lanes per head; default: the fastest), "grid1" (the key kernel's grid capped at
 // one block, so that its warps walk many tiles), and "batch-order", "tile-order" or
 // "hand-out" (the tile walk, KeyStoreSchedule; default: hand-out, the schedule of the
-// published speeds) — e.g. "builtin:2:grid1:batch-order"; or the path of a plug-in shared
+// published speeds), and "by-index" (top-K rows as positions in ascending order,
+// TopKOrder::kByIndex, under the set contract; default: by score, ordered) — e.g.
+// "builtin:2:grid1:batch-order" or "builtin-fast:by-index"; or the path of a plug-in shared
 // library. Throws dsaf::Error (kEnvironment) without a CUDA device or when the library
 // cannot be loaded, (kBadInput) for an unknown knob or when the library does not export
 // dsaf_kernel_get for ABI version 2 or 1. Our kernels speak version 2. Defined only in

@@ -414,6 +414,7 @@ std::unique_ptr<KernelUnderTest> open_builtin(const std::string& spec) {
   int lanes = kAutoLanesPerHead;
   bool one_block = false;
   KeyTileWalk walk = KeyTileWalk::kHandOut;
+  bool topk_by_index = false;
   for (size_t at = colon; at != std::string::npos;) {
     const size_t next = spec.find(':', at + 1);
     const std::string knob = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
@@ -428,14 +429,17 @@ std::unique_ptr<KernelUnderTest> open_builtin(const std::string& spec) {
       walk = KeyTileWalk::kTileOrder;
     } else if (knob == to_string(KeyTileWalk::kHandOut)) {
       walk = KeyTileWalk::kHandOut;
+    } else if (knob == "by-index") {
+      topk_by_index = true;
     } else {
       throw Error(ErrorKind::kBadInput, "kernel '" + spec + "': unknown knob '" + knob +
-                                            "' (lanes 1, 2, 4, 8; grid1; batch-order, tile-order, hand-out)");
+                                            "' (lanes 1, 2, 4, 8; grid1; batch-order, tile-order, hand-out; by-index)");
     }
   }
   const bool fast = base == "builtin-fast";
   const dsaf_kernel_v2* table = one_block ? (fast ? builtin_table<1, true>(lanes, walk) : builtin_table<1, false>(lanes, walk))
                                           : (fast ? builtin_table<0, true>(lanes, walk) : builtin_table<0, false>(lanes, walk));
+  if (topk_by_index) table = with_topk_by_index(table);
   return std::make_unique<KernelV2>(table, nullptr, spec);
 }
 

@@ -9,8 +9,12 @@
 // same scores rounded to bf16 (ties at the threshold) at K = 2048; [64 x 131072] with
 // valid lengths spread over [N/2, N] (a sweep's query rows); [1 x 1,048,576] at K = 2048.
 // $TOPK_VARIANTS_ONLY=PREFIX runs only the shapes whose name starts with PREFIX.
+// $TOPK_VARIANTS_BY_INDEX=1 also runs every version with TopKOrder::kByIndex, compared with
+// the first version's output by score, each row's positions sorted ascending (a version
+// from before the order existed ignores it and shows as differing).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -95,25 +99,38 @@ int main() {
     a.indices = d_indices.get();
     a.row_status = d_status.get();
     const size_t out = static_cast<size_t>(shape.rows) * shape.k;
-    std::vector<int32_t> first(out), got(out), status(shape.rows);
-    for (int blocks : shape.blocks) {
-      for (size_t v = 0; v < versions.size(); ++v) {
-        BENCH_CHECK(cudaMemset(a.indices, 0x55, out * 4));
-        BENCH_CHECK(cudaMemset(a.row_status, 0x55, shape.rows * 4));
-        versions[v].second(a, blocks);
-        BENCH_CHECK(cudaDeviceSynchronize());
-        BENCH_CHECK(cudaMemcpy(v == 0 && blocks == shape.blocks[0] ? first.data() : got.data(), a.indices, out * 4,
-                               cudaMemcpyDeviceToHost));
-        BENCH_CHECK(cudaMemcpy(status.data(), a.row_status, shape.rows * 4, cudaMemcpyDeviceToHost));
-        size_t differing = 0, bad_rows = 0;
-        if (!(v == 0 && blocks == shape.blocks[0])) {
-          for (size_t i = 0; i < out; ++i) differing += first[i] != got[i];
+    std::vector<int32_t> first(out), first_by_index(out), got(out), status(shape.rows);
+    const bool by_index_too = std::getenv("TOPK_VARIANTS_BY_INDEX") != nullptr;
+    for (int pass = 0; pass < (by_index_too ? 2 : 1); ++pass) {
+      a.order = pass == 0 ? dsaf::dev::TopKOrder::kByScore : dsaf::dev::TopKOrder::kByIndex;
+      if (pass == 1) {  // the first version's rows by score, each row's positions ascending
+        first_by_index = first;
+        for (int r = 0; r < shape.rows; ++r) {
+          int32_t* row = first_by_index.data() + static_cast<size_t>(r) * shape.k;
+          std::sort(row, std::find(row, row + shape.k, -1));
         }
-        for (int32_t s : status) bad_rows += s != 0;
-        const float ms = dsaf::bench::median_ms([&] { versions[v].second(a, blocks); }, 25);
-        std::printf("%-22s blocks %-4s %-10s %8.2f us  indices differing from %s: %zu  rows not ok: %zu\n", shape.name,
-                    blocks == 0 ? "auto" : std::to_string(blocks).c_str(), versions[v].first.c_str(), ms * 1000.0f,
-                    versions[0].first.c_str(), differing, bad_rows);
+      }
+      const std::vector<int32_t>& expected = pass == 0 ? first : first_by_index;
+      for (int blocks : shape.blocks) {
+        for (size_t v = 0; v < versions.size(); ++v) {
+          const bool is_first = pass == 0 && v == 0 && blocks == shape.blocks[0];
+          BENCH_CHECK(cudaMemset(a.indices, 0x55, out * 4));
+          BENCH_CHECK(cudaMemset(a.row_status, 0x55, shape.rows * 4));
+          versions[v].second(a, blocks);
+          BENCH_CHECK(cudaDeviceSynchronize());
+          BENCH_CHECK(cudaMemcpy(is_first ? first.data() : got.data(), a.indices, out * 4, cudaMemcpyDeviceToHost));
+          BENCH_CHECK(cudaMemcpy(status.data(), a.row_status, shape.rows * 4, cudaMemcpyDeviceToHost));
+          size_t differing = 0, bad_rows = 0;
+          if (!is_first) {
+            for (size_t i = 0; i < out; ++i) differing += expected[i] != got[i];
+          }
+          for (int32_t s : status) bad_rows += s != 0;
+          const float ms = dsaf::bench::median_ms([&] { versions[v].second(a, blocks); }, 25);
+          std::printf("%-22s %-8s blocks %-4s %-10s %8.2f us  indices differing from %s: %zu  rows not ok: %zu\n",
+                      shape.name, pass == 0 ? "by-score" : "by-index",
+                      blocks == 0 ? "auto" : std::to_string(blocks).c_str(), versions[v].first.c_str(), ms * 1000.0f,
+                      versions[0].first.c_str(), differing, bad_rows);
+        }
       }
     }
   }

@@ -319,9 +319,13 @@ int abi_paged_logits(const dsaf_paged_logits_args_v1* a) {
   }
 }
 
-inline int abi_topk(const dsaf_topk_args_v1* a) {
+// kOrder: the ordered contract's order (kByScore) or each row's positions ascending
+// (kByIndex, declared under the set contract: with_topk_by_index).
+template <TopKOrder kOrder = TopKOrder::kByScore>
+int abi_topk(const dsaf_topk_args_v1* a) {
   try {
     TopKArgs args;
+    args.order = kOrder;
     args.scores = a->scores;
     args.row_stride = a->row_stride;
     args.rows = a->rows;
@@ -339,7 +343,7 @@ inline int abi_topk(const dsaf_topk_args_v1* a) {
 template <bool kFast>
 const dsaf_scoring_v1* abi_scoring_table(const char* name) {
   static const dsaf_scoring_v1 table = {DSAF_SCORING_ABI_VERSION, name, kFast ? 1 : 0, &abi_paged_logits<kFast>,
-                                        &abi_topk, &abi_error_text};
+                                        &abi_topk<>, &abi_error_text};
   return &table;
 }
 
@@ -385,9 +389,24 @@ const dsaf_kernel_v2* abi_table_v2(const char* name) {
       DSAF_TOPK_ORDERED,
       DSAF_TOPK_PAD_MINUS_ONE,
       0,
-      &abi_topk,
+      &abi_topk<>,
       &abi_error_text};
   return &table;
+}
+
+// `table` with its top-K writing each row's selected positions in ascending order
+// (TopKOrder::kByIndex) under the set contract: the same positions, no final sort. One copy
+// per table, kept for the process (the ABI hands out table pointers that stay valid).
+inline const dsaf_kernel_v2* with_topk_by_index(const dsaf_kernel_v2* table) {
+  static std::mutex mutex;
+  static std::map<const dsaf_kernel_v2*, dsaf_kernel_v2> copies;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto [at, inserted] = copies.try_emplace(table, *table);
+  if (inserted) {
+    at->second.topk_contract = DSAF_TOPK_SET;
+    at->second.topk = &abi_topk<TopKOrder::kByIndex>;
+  }
+  return &at->second;
 }
 
 }  // namespace dsaf::dev

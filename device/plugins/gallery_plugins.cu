@@ -125,7 +125,7 @@ dsaf_kernel_v2 make_table() {
   t.paged_logits = &abi_paged_logits<false>;
   t.topk_contract = kVariant == 4 ? DSAF_TOPK_SET : DSAF_TOPK_ORDERED;
   t.topk_padding = DSAF_TOPK_PAD_MINUS_ONE;
-  t.topk = kVariant == 4 ? &capped_topk : &abi_topk;
+  t.topk = kVariant == 4 ? &capped_topk : &abi_topk<>;
   t.last_error = &abi_error_text;
   return t;
 }

@@ -35,12 +35,17 @@
 //    digit >= t. If the chosen bin b is >= t and nothing overflowed, the buffer holds all
 //    that is still in play (and some that drops out, digits in [t, b)), and pass 1 reads it
 //    instead of the row; otherwise pass 1 reads the row. The sample decides speed only.
-// 4. Block 0 gathers the selected composites of the cluster (at most kTopKMaxK), sorts them
-//    in descending order (CUB's block merge sort, one a thread for K <= 1024, else two)
-//    and writes the indices, -1 after the valid count.
+// 4. Every block reads every block's selection count and self-check flags, so all reach
+//    the same verdict. By score (TopKOrder::kByScore): block 0 gathers the selected
+//    composites of the cluster (at most kTopKMaxK), sorts them in descending order (CUB's
+//    block merge sort, one a thread for K <= 1024, else two) and writes the indices. By
+//    index: the slices are contiguous ranges of positions in rank order, so each block
+//    writes its own selection, ascending, after the selections of the blocks before it
+//    (write_by_index: a bitmap, no sort). Block 0 writes -1 after the valid count.
 // Determinism: the selected set is a function of the row only, and sorting distinct
-// composites has one result, so the unordered shared-memory appends (atomicAdd slots) and
-// the slice split never show in the output; every blocks_per_row gives the same bits.
+// composites (or distinct positions) has one result, so the unordered shared-memory
+// appends (atomicAdd slots) and the slice split never show in the output; every
+// blocks_per_row gives the same bits.
 //
 // NaN: a NaN among a row's valid scores is bad input, as in the reference. The row's
 // indices are all -1 and its status is TopKRowStatus::kNaN; launch_topk throws kBadInput
@@ -479,6 +484,37 @@ __device__ void find_bin(uint32_t* hist, uint32_t remaining, Smem& sm) {
   __syncthreads();
 }
 
+// TopKOrder::kByIndex: this block's `selected` composites written as positions in
+// ascending order to out[before ..]. The positions lie in the block's range [lo, hi); a
+// bitmap of it (hi - lo <= kTopKMaxRowLength bits) takes the buffer, free after the last
+// pass, one bit set per selected position. Thread t counts the bits of its run of words and
+// an exclusive scan over the block gives its first output slot.
+__device__ void write_by_index(Smem& sm, int lo, int hi, uint32_t before, int32_t* out) {
+  static_assert(sizeof(Smem::buffer) * 8 >= kTopKMaxRowLength, "a bit for every position of a row");
+  const int tid = static_cast<int>(threadIdx.x);
+  uint32_t* bits = reinterpret_cast<uint32_t*>(sm.buffer);
+  const int words = (hi - lo + 31) / 32;
+  for (int w = tid; w < words; w += kThreads) bits[w] = 0;
+  __syncthreads();
+  for (uint32_t i = tid; i < sm.s.selected_count; i += kThreads) {
+    const int offset = static_cast<int>(kIndexMask - (sm.selected[i] & kIndexMask)) - lo;
+    atomicOr(&bits[offset >> 5], 1u << (offset & 31));
+  }
+  __syncthreads();
+  const int run = (words + kThreads - 1) / kThreads;
+  const int first = min(words, tid * run), last = min(words, first + run);
+  uint32_t mine = 0;
+  for (int w = first; w < last; ++w) mine += __popc(bits[w]);
+  uint32_t slot = 0;
+  BlockScan(sm.scan).ExclusiveSum(mine, slot);
+  slot += before;
+  for (int w = first; w < last; ++w) {
+    for (uint32_t left = bits[w]; left != 0; left &= left - 1) {
+      out[slot++] = lo + 32 * w + __ffs(static_cast<int>(left)) - 1;
+    }
+  }
+}
+
 __device__ void fill_row(int32_t* out, int k, uint32_t from, const uint64_t* sorted) {
   for (int i = threadIdx.x; i < k; i += kThreads) {
     out[i] = static_cast<uint32_t>(i) < from ? static_cast<int32_t>(kIndexMask - (sorted[i] & kIndexMask)) : -1;
@@ -611,33 +647,46 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
     }
   }
 
-  // 4. Block 0 gathers the cluster's selection into its buffer (free now), sorts, writes.
-  uint32_t count = 0;
+  // 4. The cluster's selection count and self-checks, read by every block (one verdict).
+  uint32_t count = 0, before = 0;
   bool overflow = false;
-  if (rank == 0 && !has_nan) {
+  if (!has_nan) {
     for (int r = 0; r < kCluster; ++r) {
       const Scalars* peer_s = peer<kCluster>(&sm.s, r);
       const uint32_t selected = peer_s->selected_count;
-      const uint64_t* peer_selected = peer<kCluster>(sm.selected, r);
       overflow |= peer_s->overflow != 0 || selected > static_cast<uint32_t>(kTopKMaxK);
-      for (uint32_t i = tid; i < min(selected, static_cast<uint32_t>(kTopKMaxK)); i += kThreads) {
-        if (count + i < static_cast<uint32_t>(kBufferCapacity)) sm.buffer[count + i] = peer_selected[i];
-      }
+      if (r < rank) before += selected;
       count += selected;
     }
   }
-  cluster_barrier<kCluster>();  // peers stay resident until block 0 has read them
-  if (rank != 0) return;
-
   TopKRowStatus result = TopKRowStatus::kOk;
   if (has_nan) {
     result = TopKRowStatus::kNaN;
   } else if (overflow || count != static_cast<uint32_t>(min(args.k, n))) {
     result = TopKRowStatus::kInternal;
   }
+  const bool by_index = args.order == TopKOrder::kByIndex;
+  if (result == TopKRowStatus::kOk && !by_index && rank == 0) {  // block 0 gathers into its free buffer
+    uint32_t gathered = 0;
+    for (int r = 0; r < kCluster; ++r) {
+      const uint32_t selected = peer<kCluster>(&sm.s, r)->selected_count;
+      const uint64_t* peer_selected = peer<kCluster>(sm.selected, r);
+      for (uint32_t i = tid; i < selected; i += kThreads) sm.buffer[gathered + i] = peer_selected[i];
+      gathered += selected;
+    }
+  }
+  cluster_barrier<kCluster>();  // peers stay resident until every block has read them
+
   if (result != TopKRowStatus::kOk) {
-    fill_row(out, args.k, 0, nullptr);
-  } else {
+    if (rank == 0) fill_row(out, args.k, 0, nullptr);
+  } else if (by_index) {
+    const int lo = rank == 0 ? 0 : slice.head + 4 * slice.vec_begin;
+    const int hi = slice.has_tail ? n : slice.head + 4 * slice.vec_end;
+    write_by_index(sm, lo, hi, before, out);
+    if (rank == 0) {
+      for (int i = static_cast<int>(count) + tid; i < args.k; i += kThreads) out[i] = -1;
+    }
+  } else if (rank == 0) {
     __syncthreads();  // the gathered selection is in the buffer; the histograms are free
     if (args.k <= kThreads) {  // count <= K: every output slot has a thread
       write_sorted<1>(sm, count, args.k, out);
@@ -645,7 +694,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
       write_sorted<kSortItems>(sm, count, args.k, out);
     }
   }
-  if (tid == 0) status[row] = static_cast<int32_t>(result);
+  if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);
 }
 
 }  // namespace dsaf::dev::topk_select

@@ -85,6 +85,10 @@ void launch_topk(const TopKArgs& args, int blocks_per_row) {
   if (args.k < 1 || args.k > kTopKMaxK) {
     throw_bad_input("top-K: K must be in [1, " + std::to_string(kTopKMaxK) + "], got " + std::to_string(args.k));
   }
+  if (args.order != TopKOrder::kByScore && args.order != TopKOrder::kByIndex) {
+    throw_bad_input("top-K: order must be by score (0) or by index (1), got " +
+                    std::to_string(static_cast<int32_t>(args.order)));
+  }
   if (args.rows < 0) throw_bad_input("top-K: negative row count");
   if (args.row_stride < 0) throw_bad_input("top-K: negative row stride");
   if (args.valid_lengths == nullptr && args.row_stride > kTopKMaxRowLength) {

@@ -1,10 +1,12 @@
-// The device top-K (device/topk/) against ref::select_topk, index for index and in order:
-// random rows of every length class (1 .. 1,048,576, around K), rows built from bit patterns
-// (few distinct values, a shared high part of 22..30 bits, +/-0.0, +/-inf, subnormals, all
-// equal, bf16-rounded), rows whose candidates overflow the kernel's shared buffer, every
-// K in {512, 1024, 2048} and every blocks_per_row; then determinism over 20 reruns and the
-// bad-input rows (NaN, lengths). Padding after a row's valid length is NaN, so reading past
-// it would fail the row. The reference takes doubles: fp32 -> double is exact.
+// The device top-K (device/topk/) against ref::select_topk, index for index and in order
+// (TopKOrder::kByScore), or as the same positions ascending (kByIndex): random rows of
+// every length class (1 .. 1,048,576, around K), rows built from bit patterns (few distinct
+// values, a shared high part of 22..30 bits, +/-0.0, +/-inf, subnormals, all equal,
+// bf16-rounded), rows whose candidates overflow the kernel's shared buffer, every K in
+// {512, 1024, 2048}, every blocks_per_row and both orders; then determinism over 20 reruns
+// and the bad-input rows (NaN, lengths). Padding after a row's valid length is NaN, so
+// reading past it would fail the row. The reference takes doubles: fp32 -> double is exact.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -29,6 +31,9 @@ using ref::float_from_bits;
 // K <= 1024 sorts the selection one composite a thread, K > 1024 two (select.cuh).
 const std::vector<int> kKs = {100, 512, 1024, 1025, 2048};
 const std::vector<int> kBlocksPerRow = {dev::kTopKAutoBlocksPerRow, 1, 2, 4, 8};
+const std::vector<dev::TopKOrder> kOrders = {dev::TopKOrder::kByScore, dev::TopKOrder::kByIndex};
+
+const char* order_name(dev::TopKOrder order) { return order == dev::TopKOrder::kByIndex ? "by index" : "by score"; }
 
 enum class RowKind {
   kGaussian,         // N(0, 1) times a random power of two
@@ -183,7 +188,7 @@ struct Outcome {
 
 // Runs the kernel; with `async_status` through TopKArgs::row_status (no throw), else the
 // synchronous launch that throws for bad rows.
-Outcome run_device(const Batch& b, int blocks_per_row, bool async_status = false,
+Outcome run_device(const Batch& b, int blocks_per_row, dev::TopKOrder order, bool async_status = false,
                    const std::vector<int32_t>* lengths_override = nullptr) {
   const int rows = static_cast<int>(b.rows.size());
   std::vector<float> host(b.offset + rows * b.stride + 1, std::numeric_limits<float>::quiet_NaN());
@@ -205,6 +210,7 @@ Outcome run_device(const Batch& b, int blocks_per_row, bool async_status = false
   args.k = b.k;
   args.indices = d_indices.get();
   args.row_status = async_status ? d_status.get() : nullptr;
+  args.order = order;
   dev::launch_topk(args, blocks_per_row);
   Outcome out;
   out.indices = d_indices.download();
@@ -219,15 +225,20 @@ std::string describe_score(const std::vector<float>& row, int32_t index) {
   return text;
 }
 
-// Compares row r of the device output with the reference; returns "" or the first mismatch.
-std::string compare_row(const Batch& b, int r, const int32_t* got, int blocks_per_row) {
+// Compares row r of the device output with the reference (its selected positions sorted
+// ascending for kByIndex, the -1 padding after them); returns "" or the first mismatch.
+std::string compare_row(const Batch& b, int r, const int32_t* got, int blocks_per_row, dev::TopKOrder order) {
   const std::vector<float>& row = b.rows[r];
   const std::vector<double> scores(row.begin(), row.end());
-  const std::vector<int32_t> want = ref::select_topk(scores, static_cast<int64_t>(scores.size()), b.k);
+  std::vector<int32_t> want = ref::select_topk(scores, static_cast<int64_t>(scores.size()), b.k);
+  if (order == dev::TopKOrder::kByIndex) {
+    std::sort(want.begin(), std::find(want.begin(), want.end(), -1));
+  }
   for (int i = 0; i < b.k; ++i) {
     if (got[i] != want[i]) {
       return "row " + std::to_string(r) + " (" + b.kinds[r] + ", length " + std::to_string(row.size()) + ", K " +
-             std::to_string(b.k) + ", blocks/row " + std::to_string(blocks_per_row) + ", stride " +
+             std::to_string(b.k) + ", " + order_name(order) + ", blocks/row " + std::to_string(blocks_per_row) +
+             ", stride " +
              std::to_string(b.stride) + ", offset " + std::to_string(b.offset) + "): position " + std::to_string(i) +
              " is index " + std::to_string(got[i]) + " = " + describe_score(row, got[i]) + ", the reference has " +
              std::to_string(want[i]) + " = " + describe_score(row, want[i]);
@@ -237,11 +248,12 @@ std::string compare_row(const Batch& b, int r, const int32_t* got, int blocks_pe
 }
 
 // Runs the batch and checks every row; returns the number of rows checked.
-int check_batch(const Batch& b, int blocks_per_row) {
-  const Outcome out = run_device(b, blocks_per_row);
+int check_batch(const Batch& b, int blocks_per_row, dev::TopKOrder order) {
+  const Outcome out = run_device(b, blocks_per_row, order);
   int failures = 0;
   for (size_t r = 0; r < b.rows.size(); ++r) {
-    const std::string diff = compare_row(b, static_cast<int>(r), out.indices.data() + r * b.k, blocks_per_row);
+    const std::string diff =
+        compare_row(b, static_cast<int>(r), out.indices.data() + r * b.k, blocks_per_row, order);
     if (!diff.empty()) {
       ADD_FAILURE() << diff;
       if (++failures == 5) break;
@@ -272,8 +284,9 @@ TEST(TopKGpu, MatchesReferenceOnRandomRows) {
   const int kMinRows = 12000;
   int rows = 0, batches = 0;
   while (rows < kMinRows && !HasFailure()) {
-    const int k = kKs[batches % kKs.size()];
-    const int blocks_per_row = kBlocksPerRow[(batches / kKs.size()) % kBlocksPerRow.size()];
+    const dev::TopKOrder order = kOrders[batches % kOrders.size()];
+    const int k = kKs[(batches / kOrders.size()) % kKs.size()];
+    const int blocks_per_row = kBlocksPerRow[(batches / kOrders.size() / kKs.size()) % kBlocksPerRow.size()];
     const bool long_rows = batches % 8 == 7;
     Batch b = make_batch(rng, k);
     const int num_rows = std::uniform_int_distribution<int>(1, long_rows ? 8 : 96)(rng);
@@ -282,7 +295,7 @@ TEST(TopKGpu, MatchesReferenceOnRandomRows) {
       add_row(b, make_row(rng, kind, pick_length(rng, k, long_rows)), kind);
     }
     finish_stride(rng, b);
-    rows += check_batch(b, blocks_per_row);
+    rows += check_batch(b, blocks_per_row, order);
     ++batches;
   }
   RecordProperty("rows", std::to_string(rows));
@@ -300,10 +313,10 @@ TEST(TopKGpu, MatchesReferenceAroundKForEveryKindAndBlocksPerRow) {
         for (int n : {1, 2, 3, 4, 5, 7, k - 1, k, k + 1, 2 * k + 3}) add_row(b, make_row(rng, kind, n), kind);
       }
       finish_stride(rng, b);
-      rows += check_batch(b, blocks_per_row);
+      for (dev::TopKOrder order : kOrders) rows += check_batch(b, blocks_per_row, order);
     }
   }
-  std::printf("[ top-K ] %d rows around K, index-exact\n", rows);
+  std::printf("[ top-K ] %d rows around K, both orders, index-exact\n", rows);
 }
 
 // Rows whose candidate sets exceed the 16,384-entry shared buffer of a block: the kernel
@@ -326,10 +339,10 @@ TEST(TopKGpu, MatchesReferenceWhenCandidatesOverflowTheBuffer) {
       for (float& x : narrow) x = float_from_bits(0x3F80'0000u | (static_cast<uint32_t>(rng()) & 0x001F'FFFFu));
       add_row(b, std::move(narrow), RowKind::kSharedHighBits);
       finish_stride(rng, b);
-      rows += check_batch(b, blocks_per_row);
+      for (dev::TopKOrder order : kOrders) rows += check_batch(b, blocks_per_row, order);
     }
   }
-  std::printf("[ top-K ] %d long rows with overflowing candidate sets, index-exact\n", rows);
+  std::printf("[ top-K ] %d long rows with overflowing candidate sets, both orders, index-exact\n", rows);
 }
 
 TEST(TopKGpu, IsBitwiseDeterministicOver20Runs) {
@@ -341,21 +354,26 @@ TEST(TopKGpu, IsBitwiseDeterministicOver20Runs) {
     const RowKind kind = r % 2 == 0 ? RowKind::kGaussian : RowKind::kBf16;
     add_row(b, make_row(rng, kind, n), kind);
   }
-  const Outcome first = run_device(b, dev::kTopKAutoBlocksPerRow);
-  for (int r = 0; r < rows; ++r) {
-    ASSERT_EQ(compare_row(b, r, first.indices.data() + static_cast<size_t>(r) * k, 0), "");
-  }
-  for (int run = 1; run < 20; ++run) {
-    const int blocks_per_row = run < 5 ? kBlocksPerRow[run] : dev::kTopKAutoBlocksPerRow;
-    const Outcome again = run_device(b, blocks_per_row);
-    ASSERT_EQ(again.indices, first.indices) << "run " << run << ", blocks per row " << blocks_per_row;
+  for (dev::TopKOrder order : kOrders) {
+    const Outcome first = run_device(b, dev::kTopKAutoBlocksPerRow, order);
+    for (int r = 0; r < rows; ++r) {
+      ASSERT_EQ(compare_row(b, r, first.indices.data() + static_cast<size_t>(r) * k, 0, order), "");
+    }
+    for (int run = 1; run < 20; ++run) {
+      const int blocks_per_row = run < 5 ? kBlocksPerRow[run] : dev::kTopKAutoBlocksPerRow;
+      const Outcome again = run_device(b, blocks_per_row, order);
+      ASSERT_EQ(again.indices, first.indices)
+          << order_name(order) << ", run " << run << ", blocks per row " << blocks_per_row;
+    }
   }
 }
 
 TEST(TopKGpu, NanRowIsBadInputAndNamed) {
   DSAF_REQUIRE_GPU();
   std::mt19937 rng(99);
-  for (int blocks_per_row : kBlocksPerRow) {
+  for (size_t case_index = 0; case_index < kBlocksPerRow.size() * kOrders.size(); ++case_index) {
+    const int blocks_per_row = kBlocksPerRow[case_index / kOrders.size()];
+    const dev::TopKOrder order = kOrders[case_index % kOrders.size()];
     for (uint32_t nan_bits : {0x7FC0'0000u, 0xFFC0'0000u, 0x7F80'0001u, 0xFFFF'FFFFu}) {
       Batch b = make_batch(rng, 512);
       for (int r = 0; r < 8; ++r) {
@@ -365,14 +383,14 @@ TEST(TopKGpu, NanRowIsBadInputAndNamed) {
       b.kinds[5] = "gaussian with a NaN";
       finish_stride(rng, b);
       try {
-        run_device(b, blocks_per_row);
+        run_device(b, blocks_per_row, order);
         ADD_FAILURE() << "no error for a NaN score";
       } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
         EXPECT_NE(std::string(e.what()).find("row 5"), std::string::npos) << e.what();
       }
       // Through row_status: row 5 flagged and all -1, the other rows still exact.
-      const Outcome out = run_device(b, blocks_per_row, /*async_status=*/true);
+      const Outcome out = run_device(b, blocks_per_row, order, /*async_status=*/true);
       for (int r = 0; r < 8; ++r) {
         const int32_t* got = out.indices.data() + static_cast<size_t>(r) * b.k;
         if (r == 5) {
@@ -380,7 +398,7 @@ TEST(TopKGpu, NanRowIsBadInputAndNamed) {
           EXPECT_EQ(std::vector<int32_t>(got, got + b.k), std::vector<int32_t>(b.k, -1));
         } else {
           EXPECT_EQ(out.status[r], static_cast<int32_t>(dev::TopKRowStatus::kOk));
-          EXPECT_EQ(compare_row(b, r, got, blocks_per_row), "");
+          EXPECT_EQ(compare_row(b, r, got, blocks_per_row, order), "");
         }
       }
     }
@@ -396,13 +414,13 @@ TEST(TopKGpu, LengthOutsideTheRowIsBadInputAndNamed) {
     std::vector<int32_t> lengths(4, 5000);
     lengths[2] = bad;
     try {
-      run_device(b, dev::kTopKAutoBlocksPerRow, false, &lengths);
+      run_device(b, dev::kTopKAutoBlocksPerRow, dev::TopKOrder::kByScore, false, &lengths);
       ADD_FAILURE() << "no error for length " << bad;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
       EXPECT_NE(std::string(e.what()).find("row 2"), std::string::npos) << e.what();
     }
-    const Outcome out = run_device(b, dev::kTopKAutoBlocksPerRow, true, &lengths);
+    const Outcome out = run_device(b, dev::kTopKAutoBlocksPerRow, dev::TopKOrder::kByIndex, true, &lengths);
     EXPECT_EQ(out.status[2], static_cast<int32_t>(dev::TopKRowStatus::kBadLength));
     EXPECT_EQ(out.status[3], static_cast<int32_t>(dev::TopKRowStatus::kOk));
   }
@@ -435,6 +453,9 @@ TEST(TopKGpu, RejectsUnsupportedArguments) {
   a.row_stride = dev::kTopKMaxRowLength + 1;
   expect_bad_input(a, 0, "rows longer than 2^18 without valid lengths");
   expect_bad_input(ok, 0, "null pointers");
+  a = ok;
+  a.order = static_cast<dev::TopKOrder>(2);
+  expect_bad_input(a, 0, "order 2");
 }
 
 }  // namespace

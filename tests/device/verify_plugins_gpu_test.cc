@@ -116,6 +116,19 @@ TEST_F(VerifyPluginsGpu, AnUnorderedSetPassesItsContractAndIsOrderOnlyUnderOrder
   EXPECT_NE(r.out.find("(order only)"), std::string::npos) << r.out;
 }
 
+// Our top-K by index (the knob): the reference's set in ascending positions, declared under
+// the set contract; under the ordered contract every row differs in order only.
+TEST_F(VerifyPluginsGpu, OurTopKByIndexIsTheSetAndDiffersInOrderOnly) {
+  for (const char* kernel : {"builtin:by-index", "builtin-fast:by-index"}) {
+    Result r = verify(kernel, "sglang-v4-fp8");
+    EXPECT_EQ(r.exit_code, 0) << kernel << "\n" << r.out;
+    EXPECT_NE(r.out.find("top-K (set contract): every one of"), std::string::npos) << kernel << "\n" << r.out;
+    r = verify(kernel, "sglang-v4-fp8", "--topk-contract ordered");
+    EXPECT_EQ(r.exit_code, 1) << kernel << "\n" << r.out;
+    EXPECT_NE(r.out.find("(order only)"), std::string::npos) << kernel << "\n" << r.out;
+  }
+}
+
 TEST_F(VerifyPluginsGpu, ATieSwapAtTheCutPassesSetTiesAndIsNamedUnderSet) {
   Result r = verify(DSAF_PLUGIN_TOPK_TIES, "sglang-v4-fp8");
   EXPECT_EQ(r.exit_code, 0) << r.out;

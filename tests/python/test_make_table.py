@@ -564,6 +564,26 @@ def test_top_k_eager_and_upstream_of_the_same_shape():
         assert row[6] == "-", row  # no eager file given
 
 
+def test_a_top_k_time_by_index_goes_to_the_notes_where_measured():
+    # topk_bench records the kernel by index (no final sort) since the order existed; an
+    # older file has no such time and keeps its notes.
+    with tempfile.TemporaryDirectory() as d:
+        topk = topk_file(d, "topk.json", 4245.0, [("gaussian-fp32", 0.0460, 0.058, 0.866),
+                                                  ("gaussian-bf16-values", 0.0505, 0.067, 0.832)])
+        doc = json.load(open(topk))
+        doc["cases"][0]["topk_by_index_ms"] = 0.0381
+        doc["cases"][0]["by_index_matches"] = True
+        json.dump(doc, open(topk, "w"))
+        r = run(["--topk", topk])
+        assert r.returncode == 0, r.stderr
+        rows = table_rows(r.stdout)
+        fp32 = rows[("top-K", "gaussian-fp32", TOPK)]
+        assert fp32[3] == "0.0460", fp32
+        assert fp32[NOTES] == "by index 0.0381 ms; with host status check 0.058 ms; CUB full sort 0.866 ms", fp32
+        bf16 = rows[("top-K", "gaussian-bf16-values", TOPK)]
+        assert bf16[NOTES] == "with host status check 0.067 ms; CUB full sort 0.832 ms", bf16
+
+
 def test_the_notes_say_why_no_upstream_kernel_stands_beside_a_row():
     # A conformance bundle: peer_bench's JSON of sglang-v4-fp8, a passing verify of an upstream
     # key store of sglang-v4-bf16, a failing one of sglang-v4-fp4, a top-K verify of dsv32-ref,
