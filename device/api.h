@@ -276,9 +276,13 @@ struct TopKArgs {
 // Without args.row_status it synchronises and throws kBadInput naming the first row with a
 // NaN score or a valid length outside [0, min(row_stride, kTopKMaxRowLength)] (kInternal if
 // a self-check failed). With args.row_status it does not synchronise: the kernel writes each
-// row's TopKRowStatus there for the caller to check. `blocks_per_row` (0 = automatic, or 1,
-// 2, 4, 8: a thread-block cluster per row) is a tuning knob with no effect on any output bit.
+// row's TopKRowStatus there for the caller to check. `blocks_per_row` is a tuning knob with
+// no effect on any output bit: 0 = automatic; 1, 2, 4, 8: a thread-block cluster per row;
+// kTopKGrid + G (G = 1, 2, 4, ..., 128): G blocks a row in one cooperative grid, each
+// holding at most 32,768 of the row's scores, exchanging through global memory (needs
+// row_stride <= 32,768 G and rows x G blocks resident at once; kBadInput otherwise).
 inline constexpr int kTopKAutoBlocksPerRow = 0;
+inline constexpr int kTopKGrid = 1 << 16;
 void launch_topk(const TopKArgs& args, int blocks_per_row = kTopKAutoBlocksPerRow);
 
 }  // namespace dsaf::dev

@@ -6,8 +6,10 @@
 // version must print 0 differing indices and every row status kOk.
 //
 // Shapes: [32 x 131072] (DSA decode) with Gaussian scores at K = 512 and 2048 and with the
-// same scores rounded to bf16 (ties at the threshold) at K = 2048; [64 x 131072] with
-// valid lengths spread over [N/2, N] (a sweep's query rows); [1 x 1,048,576] at K = 2048.
+// same scores rounded to bf16 (ties at the threshold) at K = 2048; [16 x 131072]; [64 x
+// 131072] with valid lengths spread over [N/2, N] (a sweep's query rows); [1 x 1,048,576]
+// at K = 2048 and 512. Each at the cluster widths and grid widths ("gG", kTopKGrid + G)
+// listed; the first entry's output is the one compared with.
 // $TOPK_VARIANTS_ONLY=PREFIX runs only the shapes whose name starts with PREFIX.
 // $TOPK_VARIANTS_BY_INDEX=1 also runs every version with TopKOrder::kByIndex, compared with
 // the first version's output by score, each row's positions sorted ascending (a version
@@ -60,12 +62,14 @@ int main() {
   TOPK_VARIANTS
 #undef V
   const char* only = std::getenv("TOPK_VARIANTS_ONLY");
-  const Shape shapes[] = {{"32x128K K2048", 32, 131072, 2048, false, false, {0, 2, 4}},
-                          {"32x128K K512", 32, 131072, 512, false, false, {0, 2, 4}},
-                          {"32x128K bf16 K2048", 32, 131072, 2048, true, false, {0, 2, 4}},
-                          {"64x128K spread K2048", 64, 131072, 2048, false, true, {0, 2}},
-                          {"1x1M K2048", 1, 1 << 20, 2048, false, false, {0, 8}},
-                          {"1x1M K512", 1, 1 << 20, 512, false, false, {0}}};
+  constexpr int G = dsaf::dev::kTopKGrid;  // G + g: the grid path, g blocks a row
+  const Shape shapes[] = {{"32x128K K2048", 32, 131072, 2048, false, false, {2, 0, 4, G + 4}},
+                          {"32x128K K512", 32, 131072, 512, false, false, {2, 0, G + 4}},
+                          {"32x128K bf16 K2048", 32, 131072, 2048, true, false, {2, 0, G + 4}},
+                          {"16x128K K2048", 16, 131072, 2048, false, false, {2, 0, G + 4, G + 8}},
+                          {"64x128K spread K2048", 64, 131072, 2048, false, true, {2, 0}},
+                          {"1x1M K2048", 1, 1 << 20, 2048, false, false, {8, 0, G + 32, G + 64, G + 128}},
+                          {"1x1M K512", 1, 1 << 20, 512, false, false, {8, 0, G + 128}}};
   std::mt19937 rng(1);
   for (const Shape& shape : shapes) {
     if (only != nullptr && std::strncmp(only, shape.name, std::strlen(only)) != 0) continue;
@@ -126,10 +130,12 @@ int main() {
           }
           for (int32_t s : status) bad_rows += s != 0;
           const float ms = dsaf::bench::median_ms([&] { versions[v].second(a, blocks); }, 25);
+          const std::string label = blocks == 0 ? "auto"
+                                    : blocks > G ? "g" + std::to_string(blocks - G)
+                                                 : std::to_string(blocks);
           std::printf("%-22s %-8s blocks %-4s %-10s %8.2f us  indices differing from %s: %zu  rows not ok: %zu\n",
-                      shape.name, pass == 0 ? "by-score" : "by-index",
-                      blocks == 0 ? "auto" : std::to_string(blocks).c_str(), versions[v].first.c_str(), ms * 1000.0f,
-                      versions[0].first.c_str(), differing, bad_rows);
+                      shape.name, pass == 0 ? "by-score" : "by-index", label.c_str(), versions[v].first.c_str(),
+                      ms * 1000.0f, versions[0].first.c_str(), differing, bad_rows);
         }
       }
     }

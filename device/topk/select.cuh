@@ -11,11 +11,13 @@
 // row, and c(a) > c(b) exactly when the reference puts a before b, so the top K is the K
 // largest composites, and the output order is the composites in descending order.
 //
-// Algorithm: one thread-block cluster of kCluster blocks (1, 2, 4 or 8) per row; block r of
-// the cluster owns the r-th contiguous slice of the row. Every pass reads the elements
-// still "in play" and each block keeps its own histogram in shared memory; the blocks read
-// one another's histograms through distributed shared memory (DSMEM), so every block picks
-// the same digit. Radix select, most significant digit first, over the five digit fields
+// Algorithm: one thread-block cluster of kCluster blocks (1, 2, 4 or 8) per row, or (the
+// grid path, at the end of this file) G blocks per row in one cooperative grid; block r
+// owns the r-th contiguous slice of the row. Every pass reads the elements still "in play"
+// and each block keeps its own histogram in shared memory; the blocks read one another's
+// histograms through distributed shared memory (DSMEM; the grid path: a row histogram in
+// global memory), so every block picks the same digit. Radix select, most significant
+// digit first, over the five digit fields
 //   composite bits [51:41] [40:30] [29:20] (the score) [19:10] [9:0] (the index)
 // 1. Pass 0 reads the whole row (float4 where aligned), flags NaN, histograms field 0.
 // 2. After each histogram the cluster sums it and finds the bin b holding the remaining-th
@@ -143,6 +145,7 @@ using BlockSort = cub::BlockMergeSort<uint64_t, kThreads, kSortItems>;
 using BlockSortShort = cub::BlockMergeSort<uint64_t, kThreads, 1>;
 
 struct Smem {
+  static constexpr uint32_t kBufferSlots = kBufferCapacity;
   uint64_t buffer[kBufferCapacity];  // candidates in play; at the end block 0's gathered selection
   uint64_t selected[kTopKMaxK];      // this block's selected composites, unordered
   union {
@@ -155,6 +158,7 @@ struct Smem {
 };
 
 static_assert(sizeof(Smem) <= 227 * 1024, "sm_90's dynamic shared memory limit per block");
+static_assert(sizeof(Smem::buffer) * 8 >= kTopKMaxRowLength, "write_by_index: a bit for every position of a row");
 
 __device__ __forceinline__ uint32_t order_key(uint32_t bits) {
   bits = bits == 0x8000'0000u ? 0u : bits;  // -0.0 -> +0.0: equal scores in the reference
@@ -212,8 +216,9 @@ __device__ __forceinline__ void append(uint64_t* array, uint32_t* count, uint32_
   }
 }
 
-template <bool kFinal, class T>
-__device__ __forceinline__ void visit(T x, uint64_t c, const Plan<T>& p, uint32_t* hist, Smem& sm) {
+// Sm: Smem or GridSmem (the same members: selected, buffer, s; kBufferSlots).
+template <bool kFinal, class T, class Sm>
+__device__ __forceinline__ void visit(T x, uint64_t c, const Plan<T>& p, uint32_t* hist, Sm& sm) {
   if ((x & p.mask_in) != p.value_in) return;
   const T high = x & p.mask_sel;
   if (high > p.value_sel || (kFinal && high == p.value_sel)) {
@@ -225,7 +230,7 @@ __device__ __forceinline__ void visit(T x, uint64_t c, const Plan<T>& p, uint32_
       const uint32_t digit = static_cast<uint32_t>(x >> p.digit_shift) & p.digit_mask;
       atomicAdd(&hist[digit], 1u);
       if (p.buffer && digit >= p.buffer_from) {
-        append(sm.buffer, &sm.s.buffered_count, kBufferCapacity, c, &sm.s.buffer_overflow);
+        append(sm.buffer, &sm.s.buffered_count, Sm::kBufferSlots, c, &sm.s.buffer_overflow);
       }
     }
   }
@@ -257,56 +262,62 @@ struct Slice {
   uint32_t count;            // scores this block reads
 };
 
-template <int kCluster>
-__device__ Slice make_slice(const float* row, int n, int rank) {
+// Block `rank` of `blocks` (the blocks of a row): contiguous slices in rank order.
+__device__ Slice make_slice(const float* row, int n, int rank, int blocks) {
   Slice s;
   s.row = row;
   const auto address = reinterpret_cast<uintptr_t>(row);  // float-aligned
   s.head = min(n, static_cast<int>(((16 - (address & 15)) & 15) / sizeof(float)));
   const int vectors = (n - s.head) / 4;
-  s.vec_begin = static_cast<int>(static_cast<int64_t>(vectors) * rank / kCluster);
-  s.vec_end = static_cast<int>(static_cast<int64_t>(vectors) * (rank + 1) / kCluster);
+  s.vec_begin = static_cast<int>(static_cast<int64_t>(vectors) * rank / blocks);
+  s.vec_end = static_cast<int>(static_cast<int64_t>(vectors) * (rank + 1) / blocks);
   s.tail_begin = s.head + 4 * vectors;
   s.tail_end = n;
   s.has_head = rank == 0;
-  s.has_tail = rank == kCluster - 1;
+  s.has_tail = rank == blocks - 1;
   s.count = 4u * (s.vec_end - s.vec_begin) + (s.has_head ? s.head : 0) + (s.has_tail ? n - s.tail_begin : 0);
   return s;
 }
 
-template <bool kFinal, int kUnroll, class T>
-__device__ void scan_row(const Slice& s, const Plan<T>& p, uint32_t* hist, Smem& sm) {
+// Calls take(score, position) for every score of the slice: block 0's scalar head, the last
+// block's scalar tail, then the float4 vectors, kUnroll a thread at a time with their loads
+// first, so that kUnroll are in flight. kStream: evict-first loads (a slice read once).
+template <int kUnroll, bool kStream, class Take>
+__device__ __forceinline__ void for_each_score(const Slice& s, Take&& take) {
   const int tid = threadIdx.x;
-  bool nan = false;
-  if (s.has_head && tid < s.head) nan |= visit_score<kFinal>(s.row[tid], tid, p, hist, sm);
-  if (s.has_tail && s.tail_begin + tid < s.tail_end) {
-    nan |= visit_score<kFinal>(s.row[s.tail_begin + tid], s.tail_begin + tid, p, hist, sm);
-  }
+  if (s.has_head && tid < s.head) take(s.row[tid], tid);
+  if (s.has_tail && s.tail_begin + tid < s.tail_end) take(s.row[s.tail_begin + tid], s.tail_begin + tid);
   const float4* vectors = reinterpret_cast<const float4*>(s.row + s.head);
   for (int v0 = s.vec_begin + tid; v0 < s.vec_end; v0 += kThreads * kUnroll) {
-    // Loads first, so kUnroll of them are in flight.
     float4 x[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      if (v0 + u * kThreads < s.vec_end) x[u] = __ldg(vectors + v0 + u * kThreads);
+      const float4* at = vectors + v0 + u * kThreads;
+      if (v0 + u * kThreads < s.vec_end) x[u] = kStream ? __ldcs(at) : __ldg(at);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int v = v0 + u * kThreads;
       if (v < s.vec_end) {
         const int i = s.head + 4 * v;
-        nan |= visit_score<kFinal>(x[u].x, i, p, hist, sm);
-        nan |= visit_score<kFinal>(x[u].y, i + 1, p, hist, sm);
-        nan |= visit_score<kFinal>(x[u].z, i + 2, p, hist, sm);
-        nan |= visit_score<kFinal>(x[u].w, i + 3, p, hist, sm);
+        take(x[u].x, i);
+        take(x[u].y, i + 1);
+        take(x[u].z, i + 2);
+        take(x[u].w, i + 3);
       }
     }
   }
+}
+
+template <bool kFinal, int kUnroll, class T>
+__device__ void scan_row(const Slice& s, const Plan<T>& p, uint32_t* hist, Smem& sm) {
+  bool nan = false;
+  for_each_score<kUnroll, false>(s, [&](float score, int i) { nan |= visit_score<kFinal>(score, i, p, hist, sm); });
   if (nan) sm.s.has_nan = 1u;
 }
 
-template <bool kFinal>
-__device__ void scan_buffer(uint32_t count, const Plan<uint64_t>& p, uint32_t* hist, Smem& sm) {
+template <bool kFinal, class Sm>
+__device__ void scan_buffer(uint32_t count, const Plan<uint64_t>& p, uint32_t* hist, Sm& sm) {
   for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
     const uint64_t c = sm.buffer[i];
     visit<kFinal>(c, c, p, hist, sm);
@@ -404,19 +415,30 @@ __device__ void scan_row_first(const Slice& s, const Plan<uint32_t>& p, uint32_t
   if (nan) sm.s.has_nan = 1u;
 }
 
+// Whether a pass needs the order key alone: no mask and no digit of its plan touches the
+// index field. Then on_key is the plan shifted down to the key.
+__device__ __forceinline__ bool needs_key_only(const Plan<uint64_t>& p, bool final) {
+  return (p.mask_sel & kIndexMask) == 0 && (final || p.digit_shift >= kIndexBits);
+}
+
+template <bool kFinal>
+__device__ __forceinline__ Plan<uint32_t> on_key(const Plan<uint64_t>& p) {
+  return Plan<uint32_t>{static_cast<uint32_t>(p.mask_in >> kIndexBits),
+                        static_cast<uint32_t>(p.value_in >> kIndexBits),
+                        static_cast<uint32_t>(p.mask_sel >> kIndexBits),
+                        static_cast<uint32_t>(p.value_sel >> kIndexBits),
+                        kFinal ? 0 : p.digit_shift - kIndexBits,
+                        p.digit_mask,
+                        p.buffer,
+                        p.buffer_from};
+}
+
 // The pass over the row, on the order key alone when the plan allows it.
 template <bool kFinal, int kCluster>
 __device__ void scan_row_plan(const Slice& s, const Plan<uint64_t>& p, uint32_t* hist, Smem& sm) {
-  const bool key_only = (p.mask_sel & kIndexMask) == 0 && (kFinal || p.digit_shift >= kIndexBits);
+  const bool key_only = needs_key_only(p, kFinal);
   if (key_only) {
-    const Plan<uint32_t> narrow{static_cast<uint32_t>(p.mask_in >> kIndexBits),
-                                static_cast<uint32_t>(p.value_in >> kIndexBits),
-                                static_cast<uint32_t>(p.mask_sel >> kIndexBits),
-                                static_cast<uint32_t>(p.value_sel >> kIndexBits),
-                                kFinal ? 0 : p.digit_shift - kIndexBits,
-                                p.digit_mask,
-                                p.buffer,
-                                p.buffer_from};
+    const Plan<uint32_t> narrow = on_key<kFinal>(p);
     if (!kFinal && p.mask_in == 0 && p.mask_sel == 0) {
       scan_row_first<kVectorUnroll<kCluster>>(s, narrow, hist, sm);
     } else {
@@ -455,20 +477,14 @@ __device__ void sample_threshold(const Slice& s, uint32_t* sample_hist, Smem& sm
   __syncthreads();
 }
 
-// Finds the bin of the cluster-wide histogram holding the `remaining`-th largest element
-// in play: bins above it hold `above` < remaining elements, and above + bin_total >=
-// remaining. Thread t sums bins 2047 - 2t and 2046 - 2t over the cluster's blocks, so an
-// exclusive scan in thread order counts the elements in higher bins. Writes sm.s.
-template <int kCluster>
-__device__ void find_bin(uint32_t* hist, uint32_t remaining, Smem& sm) {
+// Finds the bin of the cluster-wide (or row-wide) histogram holding the `remaining`-th
+// largest element in play: bins above it hold `above` < remaining elements, and above +
+// bin_total >= remaining. Thread t brings the counts of bins hi = 2047 - 2t and lo = hi - 1
+// summed over the blocks, so an exclusive scan in thread order counts the elements in
+// higher bins. Writes sm.s.
+template <class Sm>
+__device__ void locate_bin(uint32_t n_hi, uint32_t n_lo, uint32_t remaining, Sm& sm) {
   const int hi = kBins - 1 - 2 * static_cast<int>(threadIdx.x), lo = hi - 1;
-  uint32_t n_hi = 0, n_lo = 0;
-#pragma unroll
-  for (int r = 0; r < kCluster; ++r) {  // bins lo (even) and hi = lo + 1 in one 8-byte load
-    const uint2 pair = *reinterpret_cast<const uint2*>(peer<kCluster>(hist, r) + lo);
-    n_lo += pair.x;
-    n_hi += pair.y;
-  }
   uint32_t above = 0;
   BlockScan(sm.scan).ExclusiveSum(n_hi + n_lo, above);
   // Exactly one bin satisfies above < remaining <= above + count (empty bins never do).
@@ -484,13 +500,77 @@ __device__ void find_bin(uint32_t* hist, uint32_t remaining, Smem& sm) {
   __syncthreads();
 }
 
+// locate_bin over the cluster's histograms, read over DSMEM.
+template <int kCluster>
+__device__ void find_bin(uint32_t* hist, uint32_t remaining, Smem& sm) {
+  const int lo = kBins - 2 - 2 * static_cast<int>(threadIdx.x);
+  uint32_t n_hi = 0, n_lo = 0;
+#pragma unroll
+  for (int r = 0; r < kCluster; ++r) {  // bins lo (even) and hi = lo + 1 in one 8-byte load
+    const uint2 pair = *reinterpret_cast<const uint2*>(peer<kCluster>(hist, r) + lo);
+    n_lo += pair.x;
+    n_hi += pair.y;
+  }
+  locate_bin(n_hi, n_lo, remaining, sm);
+}
+
+// Steps 2-3 after the bin search: `remaining` and `final` for the chosen bin, this block's
+// elements still in play (its own histogram's count of the bin), whether the next pass
+// reads the buffer, and the plan narrowed to the bin (its next digit field unless final).
+// False when no digit field is left (a bug, flagged in sm.s.overflow; field 4's bins hold
+// one element each, so it cannot happen).
+struct Progress {
+  uint32_t remaining;  // still to select, across the row's blocks
+  bool final;          // the next pass selects and ends
+  uint32_t in_play;    // this block's elements in play for the next pass
+  bool from_buffer;    // the next pass reads the buffer
+  int level;           // the digit field the next pass histograms
+};
+
+template <class Sm>
+__device__ bool narrow_plan(Plan<uint64_t>& plan, Progress& g, const uint32_t* hist, Sm& sm) {
+  const uint32_t bin = sm.s.bin;
+  g.remaining -= sm.s.above;
+  g.final = sm.s.bin_total == g.remaining;  // all of bin `bin` is needed: take it and stop
+  g.in_play = hist[bin];
+  // The buffer holds every element still in play when it was filled without overflow
+  // and, if speculatively, from a digit at or below the chosen bin; else the next pass
+  // reads the row again and may fill the buffer afresh.
+  const bool buffer_overflow = sm.s.buffer_overflow != 0;
+  const bool buffered = plan.buffer && !buffer_overflow && plan.buffer_from <= bin;
+  if (plan.buffer && !buffered) {
+    __syncthreads();  // every thread has read the scalars above
+    if (threadIdx.x == 0) {
+      if (plan.buffer_from == 0) sm.s.overflow = 1u;  // in_play fitted: a bug
+      sm.s.buffered_count = 0;
+      sm.s.buffer_overflow = 0;
+    }
+  }
+  g.from_buffer = g.from_buffer || buffered;
+  plan.buffer_from = 0;
+  const Field f = field(g.level);
+  plan.mask_in = plan.mask_sel;
+  plan.value_in = plan.value_sel;
+  plan.mask_sel |= static_cast<uint64_t>((1u << f.width) - 1) << f.shift;
+  plan.value_sel |= static_cast<uint64_t>(bin) << f.shift;
+  if (g.final) return true;
+  if (++g.level == kNumFields) {
+    if (threadIdx.x == 0) sm.s.overflow = 1u;
+    return false;
+  }
+  plan.digit_shift = field(g.level).shift;
+  plan.digit_mask = (1u << field(g.level).width) - 1;
+  return true;
+}
+
 // TopKOrder::kByIndex: this block's `selected` composites written as positions in
 // ascending order to out[before ..]. The positions lie in the block's range [lo, hi); a
-// bitmap of it (hi - lo <= kTopKMaxRowLength bits) takes the buffer, free after the last
-// pass, one bit set per selected position. Thread t counts the bits of its run of words and
-// an exclusive scan over the block gives its first output slot.
-__device__ void write_by_index(Smem& sm, int lo, int hi, uint32_t before, int32_t* out) {
-  static_assert(sizeof(Smem::buffer) * 8 >= kTopKMaxRowLength, "a bit for every position of a row");
+// bitmap of it (hi - lo bits, which the buffer holds: static_asserts at Smem and GridSmem)
+// takes the buffer, free after the last pass, one bit set per selected position. Thread t
+// counts the bits of its run of words and an exclusive scan over the block gives its first
+// output slot.
+template <class Sm>
+__device__ void write_by_index(Sm& sm, int lo, int hi, uint32_t before, int32_t* out) {
   const int tid = static_cast<int>(threadIdx.x);
   uint32_t* bits = reinterpret_cast<uint32_t*>(sm.buffer);
   const int words = (hi - lo + 31) / 32;
@@ -525,8 +605,8 @@ __device__ void fill_row(int32_t* out, int k, uint32_t from, const uint64_t* sor
 // by a merge sort, kItems a thread (blocked: thread t holds ranks kItems t ..), written as
 // indices, -1 past the count. The composites are distinct, so the sort has one result;
 // 0, below every composite, fills the slots past the count and sorts last.
-template <int kItems>
-__device__ void write_sorted(Smem& sm, uint32_t count, int k, int32_t* out) {
+template <int kItems, class Sm>
+__device__ void write_sorted(Sm& sm, uint32_t count, int k, int32_t* out) {
   using Sort = cub::BlockMergeSort<uint64_t, kThreads, kItems>;
   const int tid = static_cast<int>(threadIdx.x);
   uint64_t keys[kItems];
@@ -547,6 +627,38 @@ __device__ void write_sorted(Smem& sm, uint32_t count, int k, int32_t* out) {
     const int position = kItems * tid + i;
     if (position < k) {
       out[position] = static_cast<uint32_t>(position) < count ? static_cast<int32_t>(kIndexMask - (keys[i] & kIndexMask)) : -1;
+    }
+  }
+}
+
+// Step 4's verdict, the same in every block of a row.
+__device__ TopKRowStatus row_result(bool has_nan, bool overflow, uint32_t count, int k, int n) {
+  if (has_nan) return TopKRowStatus::kNaN;
+  if (overflow || count != static_cast<uint32_t>(min(k, n))) return TopKRowStatus::kInternal;
+  return TopKRowStatus::kOk;
+}
+
+// Step 4's output, by one block of a row: -1 everywhere for a bad row (block 0); by index,
+// this block's selection at `before` (and -1 after the row's `count`, block 0); by score,
+// block 0's sort of the row's selection, gathered in its buffer.
+template <class Sm>
+__device__ void write_output(Sm& sm, TopKRowStatus result, bool by_index, int rank, const Slice& slice, int n,
+                             uint32_t before, uint32_t count, int k, int32_t* out) {
+  if (result != TopKRowStatus::kOk) {
+    if (rank == 0) fill_row(out, k, 0, nullptr);
+  } else if (by_index) {
+    const int lo = rank == 0 ? 0 : slice.head + 4 * slice.vec_begin;
+    const int hi = slice.has_tail ? n : slice.head + 4 * slice.vec_end;
+    write_by_index(sm, lo, hi, before, out);
+    if (rank == 0) {
+      for (int i = static_cast<int>(count) + static_cast<int>(threadIdx.x); i < k; i += kThreads) out[i] = -1;
+    }
+  } else if (rank == 0) {
+    __syncthreads();  // the gathered selection is in the buffer; the histograms are free
+    if (k <= kThreads) {  // count <= K: every output slot has a thread
+      write_sorted<1>(sm, count, k, out);
+    } else {
+      write_sorted<kSortItems>(sm, count, k, out);
     }
   }
 }
@@ -572,34 +684,30 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
     return;
   }
   const int n = static_cast<int>(n64);
-  const Slice slice = make_slice<kCluster>(args.scores + static_cast<int64_t>(row) * args.row_stride, n, rank);
+  const Slice slice = make_slice(args.scores + static_cast<int64_t>(row) * args.row_stride, n, rank, kCluster);
   if (tid == 0) sm.s = Scalars{};
 
   // 1-3. Radix select. A row with at most k valid scores is one final pass that takes all.
-  uint32_t remaining = static_cast<uint32_t>(min(args.k, n));  // still to select, cluster-wide
-  bool final = n <= args.k;
-  bool from_buffer = false;
-  uint32_t in_play = slice.count;  // this block's elements in play for the coming pass
-  int level = 0;
+  Progress g{static_cast<uint32_t>(min(args.k, n)), n <= args.k, slice.count, false, 0};
   Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false, 0};
   bool has_nan = false;
   for (int pass = 0;; ++pass) {
     uint32_t* hist = sm.hist[pass & 1];
-    if (!final) {
+    if (!g.final) {
       for (int i = tid; i < kBins; i += kThreads) hist[i] = 0;
     }
-    plan.buffer = !final && !from_buffer && in_play <= static_cast<uint32_t>(kBufferCapacity);
-    if (pass == 0 && !final && !plan.buffer) {  // step 3: a slice larger than the buffer
+    plan.buffer = !g.final && !g.from_buffer && g.in_play <= static_cast<uint32_t>(kBufferCapacity);
+    if (pass == 0 && !g.final && !plan.buffer) {  // step 3: a slice larger than the buffer
       sample_threshold(slice, sm.hist[1], sm);
       plan.buffer_from = sm.s.threshold;
       plan.buffer = plan.buffer_from < static_cast<uint32_t>(kBins);
     }
     __syncthreads();
-    if (from_buffer && final) {
+    if (g.from_buffer && g.final) {
       scan_buffer<true>(sm.s.buffered_count, plan, hist, sm);
-    } else if (from_buffer) {
+    } else if (g.from_buffer) {
       scan_buffer<false>(sm.s.buffered_count, plan, hist, sm);
-    } else if (final) {
+    } else if (g.final) {
       scan_row_plan<true, kCluster>(slice, plan, hist, sm);
     } else {
       scan_row_plan<false, kCluster>(slice, plan, hist, sm);
@@ -609,42 +717,10 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
       for (int r = 0; r < kCluster; ++r) has_nan |= *peer<kCluster>(&sm.s.has_nan, r) != 0;
       if (has_nan) break;
     }
-    if (final) break;
+    if (g.final) break;
 
-    find_bin<kCluster>(hist, remaining, sm);
-    const uint32_t bin = sm.s.bin;
-    remaining -= sm.s.above;
-    final = sm.s.bin_total == remaining;  // all of bin `bin` is needed: take it and stop
-    in_play = hist[bin];
-    // The buffer holds every element still in play when it was filled without overflow
-    // and, if speculatively, from a digit at or below the chosen bin; else the next pass
-    // reads the row again and may fill the buffer afresh.
-    const bool buffer_overflow = sm.s.buffer_overflow != 0;
-    const bool buffered = plan.buffer && !buffer_overflow && plan.buffer_from <= bin;
-    if (plan.buffer && !buffered) {
-      __syncthreads();  // every thread has read the scalars above
-      if (tid == 0) {
-        if (plan.buffer_from == 0) sm.s.overflow = 1u;  // in_play fitted: a bug
-        sm.s.buffered_count = 0;
-        sm.s.buffer_overflow = 0;
-      }
-    }
-    from_buffer = from_buffer || buffered;
-    plan.buffer_from = 0;
-    const Field f = field(level);
-    plan.mask_in = plan.mask_sel;
-    plan.value_in = plan.value_sel;
-    plan.mask_sel |= static_cast<uint64_t>((1u << f.width) - 1) << f.shift;
-    plan.value_sel |= static_cast<uint64_t>(bin) << f.shift;
-    if (!final) {
-      // Field 4 cannot get here (its bins hold one element each); kept as a guard.
-      if (++level == kNumFields) {
-        if (tid == 0) sm.s.overflow = 1u;
-        break;
-      }
-      plan.digit_shift = field(level).shift;
-      plan.digit_mask = (1u << field(level).width) - 1;
-    }
+    find_bin<kCluster>(hist, g.remaining, sm);
+    if (!narrow_plan(plan, g, hist, sm)) break;
   }
 
   // 4. The cluster's selection count and self-checks, read by every block (one verdict).
@@ -659,12 +735,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
       count += selected;
     }
   }
-  TopKRowStatus result = TopKRowStatus::kOk;
-  if (has_nan) {
-    result = TopKRowStatus::kNaN;
-  } else if (overflow || count != static_cast<uint32_t>(min(args.k, n))) {
-    result = TopKRowStatus::kInternal;
-  }
+  const TopKRowStatus result = row_result(has_nan, overflow, count, args.k, n);
   const bool by_index = args.order == TopKOrder::kByIndex;
   if (result == TopKRowStatus::kOk && !by_index && rank == 0) {  // block 0 gathers into its free buffer
     uint32_t gathered = 0;
@@ -676,24 +747,258 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
     }
   }
   cluster_barrier<kCluster>();  // peers stay resident until every block has read them
+  write_output(sm, result, by_index, rank, slice, n, before, count, args.k, out);
+  if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);
+}
 
-  if (result != TopKRowStatus::kOk) {
-    if (rank == 0) fill_row(out, args.k, 0, nullptr);
-  } else if (by_index) {
-    const int lo = rank == 0 ? 0 : slice.head + 4 * slice.vec_begin;
-    const int hi = slice.has_tail ? n : slice.head + 4 * slice.vec_end;
-    write_by_index(sm, lo, hi, before, out);
-    if (rank == 0) {
-      for (int i = static_cast<int>(count) + tid; i < args.k; i += kThreads) out[i] = -1;
-    }
-  } else if (rank == 0) {
-    __syncthreads();  // the gathered selection is in the buffer; the histograms are free
-    if (args.k <= kThreads) {  // count <= K: every output slot has a thread
-      write_sorted<1>(sm, count, args.k, out);
-    } else {
-      write_sorted<kSortItems>(sm, count, args.k, out);
+// ---- The grid path: G blocks a row in one cooperative grid ---------------------------------
+// For few long rows: a cluster holds at most 8 blocks, and clusters of 4 or 8 blocks pack
+// into the GPU's processing clusters with SMs left over, so a grid of a few rows leaves
+// most of the GPU idle. Here block r of a row's G blocks (a power of two up to 128; the
+// launch makes every block of the grid resident at once) owns slice r as in the cluster
+// path, stages it in shared memory as order keys in pass 0 (the slice's only read of
+// global memory), and runs the same passes, plans and selection as steps 1-4 with the
+// slice in place of the row: pass 1 reads the keys and buffers the elements in play, later
+// passes read the buffer. Instead of DSMEM the row's blocks exchange through global
+// memory: after a pass each block adds its non-zero histogram bins to the row's histogram
+// of that pass (L2 atomics), then a barrier of the row's blocks (an arrival counter,
+// release/acquire), then every block reads the row's histogram with ld.global.cg (L2,
+// never a stale L1 line). The same composites and selection as the cluster path, so the
+// same bits.
+constexpr int kGridSliceScores = 32768;  // a block's float4 vectors hold at most this many
+constexpr int kGridMaxBlocksPerRow = 128;
+constexpr int kGridBufferCapacity = 4096;  // elements in play after pass 1 (else the keys)
+
+struct GridSmem {
+  static constexpr uint32_t kBufferSlots = kGridBufferCapacity;
+  uint32_t keys[kGridSliceScores + 8];   // the slice's order keys (+ block 0's head, the last block's tail: < 4 each)
+  uint64_t buffer[kGridBufferCapacity];  // in play after pass 1; then a by-index bitmap or block 0's gathered selection
+  uint64_t selected[kTopKMaxK];          // this block's selected composites, unordered
+  union {
+    uint32_t hist[kBins];  // this block's histogram of the current pass
+    BlockSort::TempStorage sort;
+    BlockSortShort::TempStorage sort_short;
+  };
+  Scalars s;
+  uint32_t before, count;  // step 4: the selections of the lower ranks; the row's
+  bool last_out;           // this block leaves the row's record last
+  BlockScan::TempStorage scan;
+};
+static_assert(sizeof(GridSmem) <= 227 * 1024, "sm_90's dynamic shared memory limit per block");
+static_assert(sizeof(GridSmem::buffer) * 8 >= kGridSliceScores + 8, "write_by_index: a bit for every position");
+static_assert(kGridBufferCapacity >= kTopKMaxK, "block 0 gathers the row's selection in the buffer");
+
+// Per row, in global memory, kept from launch to launch (topk.cu). GridRowZeroed is zero
+// whenever no launch runs: zeroed when allocated, and put back to zero by the row's last
+// block to leave (every block has read all it reads of it before it leaves), so a launch
+// needs no memset. GridRow is written in the launch before it is read (block 0 zeroes the
+// later passes' histograms before the first barrier; they are added to only after it).
+struct alignas(16) GridRowZeroed {
+  uint32_t hist0[kBins];  // pass 0's histogram of the row
+  uint32_t arrivals;      // the row's barrier: arrivals so far
+  uint32_t departures;    // blocks done with the record
+  uint32_t has_nan, overflow, gathered;
+};
+struct alignas(16) GridRow {
+  uint32_t hist[kNumFields - 1][kBins];  // the histogram of pass p >= 1 in hist[p - 1]
+  uint32_t selected_count[kGridMaxBlocksPerRow];
+  uint64_t selected[kTopKMaxK];  // by score: the row's selection, gathered for block 0
+};
+
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// The row's blocks wait for one another: `arrivals` reaches `target` (blocks x barriers so
+// far). Every write of the block before it (its threads', ordered by the block barrier and
+// the fence) is visible to every block of the row after it.
+__device__ void row_barrier(uint32_t* arrivals, uint32_t target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(arrivals, 1u);
+    while (load_acquire(arrivals) < target) {
     }
   }
+  __syncthreads();
+}
+
+// Adds this block's histogram to the row's (the bins with a count only).
+__device__ void publish_hist(const uint32_t* hist, uint32_t* row_hist) {
+  for (int i = threadIdx.x; i < kBins; i += kThreads) {
+    if (hist[i] != 0) atomicAdd(&row_hist[i], hist[i]);
+  }
+}
+
+// locate_bin over the row's histogram (from L2).
+__device__ void find_bin_row(const uint32_t* row_hist, uint32_t remaining, GridSmem& sm) {
+  const int lo = kBins - 2 - 2 * static_cast<int>(threadIdx.x);
+  const uint2 pair = __ldcg(reinterpret_cast<const uint2*>(row_hist + lo));
+  locate_bin(pair.y, pair.x, remaining, sm);
+}
+
+// Pass 0: the slice's order keys into sm.keys (position lo + j at j) and its field-0
+// histogram into sm.hist. Returns whether this thread saw a NaN.
+__device__ bool stage_slice(const Slice& s, int lo, GridSmem& sm) {
+  constexpr int kShift = field(0).shift - kIndexBits;  // field 0 of the order key
+  bool nan = false;
+  for_each_score<4, true>(s, [&](float score, int index) {
+    const uint32_t bits = __float_as_uint(score);
+    nan |= (bits & 0x7FFF'FFFFu) > 0x7F80'0000u;
+    const uint32_t key = order_key(bits);
+    sm.keys[index - lo] = key;
+    atomicAdd(&sm.hist[key >> kShift], 1u);
+  });
+  return nan;
+}
+
+// A pass over the staged keys, on the order key alone when the plan allows it.
+template <bool kFinal>
+__device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, GridSmem& sm) {
+  const bool key_only = needs_key_only(p, kFinal);
+  if (key_only) {
+    const Plan<uint32_t> narrow = on_key<kFinal>(p);
+    for (int j = threadIdx.x; j < count; j += kThreads) {
+      const uint32_t key = sm.keys[j];
+      visit<kFinal>(key, composite(key, lo + j), narrow, sm.hist, sm);
+    }
+  } else {
+    for (int j = threadIdx.x; j < count; j += kThreads) {
+      const uint64_t c = composite(sm.keys[j], lo + j);
+      visit<kFinal>(c, c, p, sm.hist, sm);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    topk_grid_kernel(const TopKArgs args, int blocks_per_row, GridRowZeroed* zeroed, GridRow* rows, int32_t* status) {
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  GridSmem& sm = *reinterpret_cast<GridSmem*>(smem_bytes);
+  const int rank = static_cast<int>(blockIdx.x) % blocks_per_row;
+  const int row = static_cast<int>(blockIdx.x) / blocks_per_row;
+  const int tid = threadIdx.x;
+  int32_t* out = args.indices + static_cast<int64_t>(row) * args.k;
+  GridRowZeroed& z = zeroed[row];
+  GridRow& r = rows[row];
+  uint32_t barriers = 0;
+  const auto sync_row = [&] { row_barrier(&z.arrivals, ++barriers * static_cast<uint32_t>(blocks_per_row)); };
+
+  // 0. Length check: every block of the row leaves before the first barrier.
+  const int64_t n64 = args.valid_lengths != nullptr ? args.valid_lengths[row] : args.row_stride;
+  if (n64 < 0 || n64 > kTopKMaxRowLength || n64 > args.row_stride) {
+    if (rank == 0) {
+      fill_row(out, args.k, 0, nullptr);
+      if (tid == 0) status[row] = static_cast<int32_t>(TopKRowStatus::kBadLength);
+    }
+    return;
+  }
+  const int n = static_cast<int>(n64);
+  const Slice slice = make_slice(args.scores + static_cast<int64_t>(row) * args.row_stride, n, rank, blocks_per_row);
+  const int lo = rank == 0 ? 0 : slice.head + 4 * slice.vec_begin;
+  const int count = static_cast<int>(slice.count);  // positions [lo, lo + count)
+  if (tid == 0) {
+    sm.s = Scalars{};
+    sm.before = 0;
+  }
+  if (rank == 0) {
+    for (int i = tid; i < (kNumFields - 1) * kBins; i += kThreads) (&r.hist[0][0])[i] = 0;
+  }
+  for (int i = tid; i < kBins; i += kThreads) sm.hist[i] = 0;
+  __syncthreads();
+
+  // Pass 0: stage the slice, histogram field 0. A slice past the keys' room would be the
+  // launcher's bug: flagged (kInternal), never written.
+  if (count <= kGridSliceScores + 8) {
+    if (stage_slice(slice, lo, sm)) sm.s.has_nan = 1u;
+  } else if (tid == 0) {
+    sm.s.overflow = 1u;
+  }
+  __syncthreads();
+  publish_hist(sm.hist, z.hist0);
+  if (tid == 0 && sm.s.has_nan != 0) atomicOr(&z.has_nan, 1u);
+  sync_row();
+  const bool has_nan = __ldcg(&z.has_nan) != 0;
+
+  // 1-3. The passes after pass 0 read the keys, or the buffer once pass 1 has filled it. A
+  //    row with at most k valid scores is one final pass that takes all.
+  Progress g{static_cast<uint32_t>(min(args.k, n)), n <= args.k, static_cast<uint32_t>(count), false, 0};
+  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false, 0};
+  bool more = !has_nan;
+  if (more && !g.final) {
+    find_bin_row(z.hist0, g.remaining, sm);
+    more = narrow_plan(plan, g, sm.hist, sm);
+  }
+  for (int pass = 1; more; ++pass) {
+    __syncthreads();  // every thread has read this block's histogram
+    if (!g.final) {
+      for (int i = tid; i < kBins; i += kThreads) sm.hist[i] = 0;
+    }
+    plan.buffer = !g.final && !g.from_buffer && g.in_play <= static_cast<uint32_t>(kGridBufferCapacity);
+    __syncthreads();
+    if (g.from_buffer && g.final) {
+      scan_buffer<true>(sm.s.buffered_count, plan, sm.hist, sm);
+    } else if (g.from_buffer) {
+      scan_buffer<false>(sm.s.buffered_count, plan, sm.hist, sm);
+    } else if (g.final) {
+      scan_keys<true>(lo, count, plan, sm);
+    } else {
+      scan_keys<false>(lo, count, plan, sm);
+    }
+    __syncthreads();
+    if (g.final) break;
+    publish_hist(sm.hist, r.hist[pass - 1]);
+    sync_row();
+    find_bin_row(r.hist[pass - 1], g.remaining, sm);
+    more = narrow_plan(plan, g, sm.hist, sm);
+  }
+
+  // 4. Every block's count and flags through the row's record; by score, the selections
+  //    gathered there for block 0.
+  const bool by_index = args.order == TopKOrder::kByIndex;
+  if (!has_nan && tid == 0) {
+    const uint32_t selected = sm.s.selected_count;
+    r.selected_count[rank] = selected;
+    bool overflow = sm.s.overflow != 0 || selected > static_cast<uint32_t>(kTopKMaxK);
+    if (!overflow && !by_index) {
+      sm.before = atomicAdd(&z.gathered, selected);  // this block's slots in r.selected
+      overflow = sm.before + selected > static_cast<uint32_t>(kTopKMaxK);
+    }
+    if (overflow) atomicOr(&z.overflow, 1u);
+  }
+  __syncthreads();
+  if (!has_nan && !by_index && sm.before + sm.s.selected_count <= static_cast<uint32_t>(kTopKMaxK)) {
+    for (uint32_t i = tid; i < sm.s.selected_count; i += kThreads) r.selected[sm.before + i] = sm.selected[i];
+  }
+  sync_row();
+  const bool overflow = __ldcg(&z.overflow) != 0;
+  {
+    const uint32_t mine = !has_nan && tid < blocks_per_row ? __ldcg(&r.selected_count[tid]) : 0u;
+    uint32_t below = 0, total = 0;
+    BlockScan(sm.scan).ExclusiveSum(mine, below, total);
+    if (tid == rank) sm.before = below;
+    if (tid == 0) sm.count = total;
+    __syncthreads();
+  }
+  const uint32_t before = sm.before, row_count = sm.count;
+  const TopKRowStatus result = row_result(has_nan, overflow, row_count, args.k, n);
+  if (result == TopKRowStatus::kOk && !by_index && rank == 0) {
+    for (uint32_t i = tid; i < row_count; i += kThreads) sm.buffer[i] = __ldcg(&r.selected[i]);
+  }
+  // Done with the row's record; the last block out zeroes it for the next launch.
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence();
+    sm.last_out = atomicAdd(&z.departures, 1u) == static_cast<uint32_t>(blocks_per_row) - 1;
+  }
+  __syncthreads();
+  if (sm.last_out) {
+    __threadfence();
+    for (int i = tid; i < kBins; i += kThreads) z.hist0[i] = 0;
+    if (tid == 0) z.arrivals = z.departures = z.has_nan = z.overflow = z.gathered = 0;
+  }
+  write_output(sm, result, by_index, rank, slice, n, before, row_count, args.k, out);
   if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);
 }
 

@@ -1,10 +1,11 @@
-// File: topk.cu — launch_topk (api.h): the cluster size per row, the launch and the row
-// statuses of the radix select in select.cuh (its header has the algorithm and why it is
-// exact and deterministic).
+// File: topk.cu — launch_topk (api.h): the blocks per row (a cluster, or the grid path),
+// the launch and the row statuses of the radix select in select.cuh (its header has the
+// algorithm and why it is exact and deterministic).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -20,17 +21,43 @@ namespace {
 
 using namespace topk_select;
 
-// Blocks per row when the caller leaves it open. Two while the grid stays one wave (rows x
-// 2 <= SMs): a pass's time is its slice's per-score work on one SM, which a second block
-// halves for the price of one histogram exchange a pass. Four and eight only while the grid
-// fills at most half of the SMs: every block reads every peer's histogram over DSMEM, so
-// the exchange grows with the cluster while the slices shrink (docs/key-path-speed.md has
-// the widths compared). Every block keeps at least kMinScoresPerBlock scores.
+// The grid path (select.cuh) for G blocks a row: the fewest G whose slices fit a block's
+// keys, or 0 when none of 1, 2, ..., kGridMaxBlocksPerRow does.
+int grid_min_blocks(int64_t row_stride) {
+  for (int g = 1; g <= kGridMaxBlocksPerRow; g *= 2) {
+    if (row_stride <= int64_t{kGridSliceScores} * g) return g;
+  }
+  return 0;
+}
+
+int grid_resident_blocks() {
+  return resident_blocks(topk_grid_kernel, kThreads, sizeof(GridSmem), "topk_grid_kernel");
+}
+
+// Blocks per row when the caller leaves it open. Rows of 65,536 scores or more whose grid
+// path fits at once (rows x G blocks resident): the grid path with the most blocks a row
+// that fit, up to 128, so that every SM works on the rows (clusters of 2 leave half the
+// SMs idle at 32 rows, one cluster of 8 all but 8 at one row). Otherwise a cluster: two
+// while the grid stays one wave (rows x 2 <= SMs): a pass's time is its slice's per-score
+// work on one SM, which a second block halves for the price of one histogram exchange a
+// pass. Four and eight only while the grid fills at most half of the SMs: every block
+// reads every peer's histogram over DSMEM, so the exchange grows with the cluster while
+// the slices shrink, and clusters of 4 or 8 leave SMs of each processing cluster idle
+// (docs/key-path-speed.md has the widths compared). Every block keeps at least
+// kMinScoresPerBlock scores.
 int auto_blocks_per_row(const TopKArgs& args) {
   int device = 0, sms = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   const int64_t rows = args.rows;
+  if (const int g_min = grid_min_blocks(args.row_stride); g_min > 0 && args.row_stride >= 65536) {
+    const int64_t resident = grid_resident_blocks();
+    if (rows * g_min <= resident) {
+      int g = g_min;
+      while (g < kGridMaxBlocksPerRow && rows * g * 2 <= resident) g *= 2;
+      return kTopKGrid + g;
+    }
+  }
   if (rows * 2 > sms || args.row_stride < kMinScoresPerBlock * 2) return 1;
   int blocks = 2;
   while (blocks < 8 && rows * blocks * 4 <= sms && args.row_stride >= kMinScoresPerBlock * blocks * 2) blocks *= 2;
@@ -57,12 +84,62 @@ void launch_cluster(const TopKArgs& args, int32_t* status) {
   check_cuda(cudaLaunchKernelEx(&config, kernel, args, status), "topk_kernel launch");
 }
 
-// The synchronous launch's status array comes from the stream-ordered pool (cheap after
-// the first call, unlike cudaMalloc/cudaFree, which synchronise the device).
+// The stream-ordered pool's memory, freed in stream order after the kernel that uses it.
 struct CudaFreeAsync {
-  void operator()(int32_t* p) const { cudaFreeAsync(p, nullptr); }
+  void operator()(void* p) const { cudaFreeAsync(p, nullptr); }
 };
 
+// The grid path's per-row records on the current device, for as many rows as its blocks
+// can be (rows x G <= the resident blocks): allocated at a device's first grid launch,
+// GridRowZeroed zeroed then, kept for the process. Every launch leaves GridRowZeroed zeroed
+// (select.cuh) and launches on stream 0 run one after another, so they share one set.
+struct GridRecords {
+  GridRowZeroed* zeroed = nullptr;
+  GridRow* rows = nullptr;
+};
+
+GridRecords grid_records() {
+  static std::mutex mutex;
+  static std::map<int, GridRecords> by_device;  // under mutex
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const std::lock_guard<std::mutex> lock(mutex);
+  GridRecords& records = by_device[device];
+  if (records.zeroed == nullptr) {
+    const size_t rows = static_cast<size_t>(grid_resident_blocks());
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&records.rows), sizeof(GridRow) * rows), "top-K grid records");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&records.zeroed), sizeof(GridRowZeroed) * rows),
+               "top-K grid records");
+    check_cuda(cudaMemset(records.zeroed, 0, sizeof(GridRowZeroed) * rows), "top-K grid records");
+  }
+  return records;
+}
+
+// G blocks a row in one cooperative grid, every block resident at once.
+void launch_grid(const TopKArgs& args, int blocks_per_row, int32_t* status) {
+  if (blocks_per_row < grid_min_blocks(args.row_stride) || grid_min_blocks(args.row_stride) == 0) {
+    throw_bad_input("top-K: " + std::to_string(blocks_per_row) + " grid blocks a row hold at most " +
+                    std::to_string(int64_t{kGridSliceScores} * blocks_per_row) + " scores a row; the row stride is " +
+                    std::to_string(args.row_stride));
+  }
+  const int64_t blocks = int64_t{args.rows} * blocks_per_row;
+  if (blocks > grid_resident_blocks()) {
+    throw_bad_input("top-K: " + std::to_string(args.rows) + " rows x " + std::to_string(blocks_per_row) +
+                    " grid blocks exceed the " + std::to_string(grid_resident_blocks()) +
+                    " blocks this GPU holds at once");
+  }
+  GridRecords records = grid_records();
+  int per_row = blocks_per_row;
+  TopKArgs kernel_args = args;
+  void* params[] = {&kernel_args, &per_row, &records.zeroed, &records.rows, &status};
+  check_cuda(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(topk_grid_kernel),
+                                         dim3(static_cast<unsigned>(blocks)), dim3(kThreads), params,
+                                         sizeof(GridSmem), nullptr),
+             "topk_grid_kernel launch");
+}
+
+// The synchronous launch's status array comes from the stream-ordered pool (cheap after
+// the first call, unlike cudaMalloc/cudaFree, which synchronise the device).
 // A device's default pool hands its memory back to the driver at every synchronisation
 // (release threshold 0), so each synchronous call's status array would be mapped afresh.
 // Once per device, the pool is told to keep what it has reserved (a few pages here).
@@ -95,29 +172,33 @@ void launch_topk(const TopKArgs& args, int blocks_per_row) {
     throw_bad_input("top-K: rows of " + std::to_string(args.row_stride) + " scores; at most " +
                     std::to_string(kTopKMaxRowLength) + " are supported");
   }
+  const int grid_blocks = blocks_per_row - kTopKGrid;
+  const bool grid = grid_blocks >= 1 && grid_blocks <= kGridMaxBlocksPerRow && (grid_blocks & (grid_blocks - 1)) == 0;
   if (blocks_per_row != kTopKAutoBlocksPerRow && blocks_per_row != 1 && blocks_per_row != 2 &&
-      blocks_per_row != 4 && blocks_per_row != 8) {
-    throw_bad_input("top-K: blocks per row must be 1, 2, 4 or 8 (or 0 for automatic)");
+      blocks_per_row != 4 && blocks_per_row != 8 && !grid) {
+    throw_bad_input("top-K: blocks per row must be 1, 2, 4 or 8, kTopKGrid + a power of two up to 128, or 0 for "
+                    "automatic");
   }
   if (args.rows == 0) return;
   if (args.scores == nullptr || args.indices == nullptr) throw_bad_input("top-K: null scores or indices");
   if (static_cast<int64_t>(args.rows) * 8 > int64_t{0x7FFF'FFFF}) throw_bad_input("top-K: too many rows");
 
-  std::unique_ptr<int32_t, CudaFreeAsync> owned;
+  keep_default_pool_reserved();
+  std::unique_ptr<void, CudaFreeAsync> owned;
   int32_t* status = args.row_status;
   if (status == nullptr) {
-    keep_default_pool_reserved();
-    int32_t* p = nullptr;
-    check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&p), sizeof(int32_t) * args.rows, nullptr),
-               "top-K status cudaMallocAsync");
+    void* p = nullptr;
+    check_cuda(cudaMallocAsync(&p, sizeof(int32_t) * args.rows, nullptr), "top-K status cudaMallocAsync");
     owned.reset(p);
-    status = p;
+    status = static_cast<int32_t*>(p);
   }
-  switch (blocks_per_row == kTopKAutoBlocksPerRow ? auto_blocks_per_row(args) : blocks_per_row) {
+  const int chosen = blocks_per_row == kTopKAutoBlocksPerRow ? auto_blocks_per_row(args) : blocks_per_row;
+  switch (chosen) {
     case 1: launch_cluster<1>(args, status); break;
     case 2: launch_cluster<2>(args, status); break;
     case 4: launch_cluster<4>(args, status); break;
-    default: launch_cluster<8>(args, status); break;
+    case 8: launch_cluster<8>(args, status); break;
+    default: launch_grid(args, chosen - kTopKGrid, status); break;
   }
   if (!owned) return;
 

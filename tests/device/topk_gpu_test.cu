@@ -345,6 +345,40 @@ TEST(TopKGpu, MatchesReferenceWhenCandidatesOverflowTheBuffer) {
   std::printf("[ top-K ] %d long rows with overflowing candidate sets, both orders, index-exact\n", rows);
 }
 
+// The grid path (kTopKGrid + G blocks a row: select.cuh): batches that fit 132 SMs at one
+// block each (H100, H200), from one 1M-score row over 128 blocks to 64 short rows at one
+// block a row and more blocks than a short row needs; one row of each batch at its longest
+// (slices at the blocks' capacity), the rest of random lengths below it; every kind of
+// row, two K each, both orders.
+TEST(TopKGpu, GridPathMatchesReference) {
+  DSAF_REQUIRE_GPU();
+  struct Case {
+    int rows, longest, blocks;
+  };
+  const int max = dev::kTopKMaxRowLength;
+  const std::vector<Case> cases = {{1, max, 128}, {1, max, 32},      {4, max - 3, 32}, {32, 131072 - 3, 4},
+                                   {3, 100000, 4}, {16, 65536 - 3, 2}, {64, 32768 - 3, 1}, {2, 50000, 64},
+                                   {8, 5000, 16}};
+  std::mt19937 rng(32768);
+  int rows = 0, launches = 0;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (int k_pick = 0; k_pick < 2; ++k_pick) {
+      const int k = kKs[(2 * c + k_pick) % kKs.size()];
+      Batch b = make_batch(rng, k);
+      for (int r = 0; r < cases[c].rows; ++r) {
+        const RowKind kind = kAllKinds[(c + r + k_pick) % kAllKinds.size()];
+        const int n = r == 0 ? cases[c].longest : std::uniform_int_distribution<int>(1, cases[c].longest)(rng);
+        add_row(b, make_row(rng, kind, n), kind);
+      }
+      for (dev::TopKOrder order : kOrders) {
+        rows += check_batch(b, dev::kTopKGrid + cases[c].blocks, order);
+        ++launches;
+      }
+    }
+  }
+  std::printf("[ top-K ] grid path: %d rows in %d launches, index-exact\n", rows, launches);
+}
+
 TEST(TopKGpu, IsBitwiseDeterministicOver20Runs) {
   DSAF_REQUIRE_GPU();
   std::mt19937 rng(20);
@@ -360,7 +394,9 @@ TEST(TopKGpu, IsBitwiseDeterministicOver20Runs) {
       ASSERT_EQ(compare_row(b, r, first.indices.data() + static_cast<size_t>(r) * k, 0, order), "");
     }
     for (int run = 1; run < 20; ++run) {
-      const int blocks_per_row = run < 5 ? kBlocksPerRow[run] : dev::kTopKAutoBlocksPerRow;
+      const int blocks_per_row = run < 5   ? kBlocksPerRow[run]
+                                 : run == 5 ? dev::kTopKGrid + 4
+                                            : dev::kTopKAutoBlocksPerRow;
       const Outcome again = run_device(b, blocks_per_row, order);
       ASSERT_EQ(again.indices, first.indices)
           << order_name(order) << ", run " << run << ", blocks per row " << blocks_per_row;
@@ -410,19 +446,22 @@ TEST(TopKGpu, LengthOutsideTheRowIsBadInputAndNamed) {
   std::mt19937 rng(3);
   Batch b = make_batch(rng, 1024);
   for (int r = 0; r < 4; ++r) add_row(b, make_row(rng, RowKind::kGaussian, 5000), RowKind::kGaussian);
-  for (int32_t bad : {-1, static_cast<int32_t>(b.stride) + 1}) {
-    std::vector<int32_t> lengths(4, 5000);
-    lengths[2] = bad;
-    try {
-      run_device(b, dev::kTopKAutoBlocksPerRow, dev::TopKOrder::kByScore, false, &lengths);
-      ADD_FAILURE() << "no error for length " << bad;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
-      EXPECT_NE(std::string(e.what()).find("row 2"), std::string::npos) << e.what();
+  for (int blocks_per_row : {dev::kTopKAutoBlocksPerRow, dev::kTopKGrid + 2}) {
+    for (int32_t bad : {-1, static_cast<int32_t>(b.stride) + 1}) {
+      std::vector<int32_t> lengths(4, 5000);
+      lengths[2] = bad;
+      try {
+        run_device(b, blocks_per_row, dev::TopKOrder::kByScore, false, &lengths);
+        ADD_FAILURE() << "no error for length " << bad << ", blocks per row " << blocks_per_row;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+        EXPECT_NE(std::string(e.what()).find("row 2"), std::string::npos) << e.what();
+      }
+      const Outcome out = run_device(b, blocks_per_row, dev::TopKOrder::kByIndex, true, &lengths);
+      EXPECT_EQ(out.status[2], static_cast<int32_t>(dev::TopKRowStatus::kBadLength));
+      EXPECT_EQ(out.status[3], static_cast<int32_t>(dev::TopKRowStatus::kOk));
+      EXPECT_EQ(compare_row(b, 3, out.indices.data() + 3 * b.k, blocks_per_row, dev::TopKOrder::kByIndex), "");
     }
-    const Outcome out = run_device(b, dev::kTopKAutoBlocksPerRow, dev::TopKOrder::kByIndex, true, &lengths);
-    EXPECT_EQ(out.status[2], static_cast<int32_t>(dev::TopKRowStatus::kBadLength));
-    EXPECT_EQ(out.status[3], static_cast<int32_t>(dev::TopKRowStatus::kOk));
   }
 }
 
@@ -456,6 +495,8 @@ TEST(TopKGpu, RejectsUnsupportedArguments) {
   a = ok;
   a.order = static_cast<dev::TopKOrder>(2);
   expect_bad_input(a, 0, "order 2");
+  expect_bad_input(ok, dev::kTopKGrid + 3, "3 grid blocks a row");
+  expect_bad_input(ok, dev::kTopKGrid + 256, "256 grid blocks a row");
 }
 
 }  // namespace
