@@ -92,7 +92,10 @@ struct CudaFreeAsync {
 // The grid path's per-row records on the current device, for as many rows as its blocks
 // can be (rows x G <= the resident blocks): allocated at a device's first grid launch,
 // GridRowZeroed zeroed then, kept for the process. Every launch leaves GridRowZeroed zeroed
-// (select.cuh) and launches on stream 0 run one after another, so they share one set.
+// (select.cuh) and launches on stream 0, the legacy default stream (this library is not
+// built with per-thread default streams), run one after another, so they share one set;
+// two grid launches running at once on these records would corrupt their barriers. Like
+// resident_blocks' kept attribute (launch.h), the records do not survive cudaDeviceReset.
 struct GridRecords {
   GridRowZeroed* zeroed = nullptr;
   GridRow* rows = nullptr;

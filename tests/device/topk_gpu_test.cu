@@ -187,9 +187,10 @@ struct Outcome {
 };
 
 // Runs the kernel; with `async_status` through TopKArgs::row_status (no throw), else the
-// synchronous launch that throws for bad rows.
+// synchronous launch that throws for bad rows; with `null_lengths` without valid_lengths
+// (every row as long as the stride).
 Outcome run_device(const Batch& b, int blocks_per_row, dev::TopKOrder order, bool async_status = false,
-                   const std::vector<int32_t>* lengths_override = nullptr) {
+                   const std::vector<int32_t>* lengths_override = nullptr, bool null_lengths = false) {
   const int rows = static_cast<int>(b.rows.size());
   std::vector<float> host(b.offset + rows * b.stride + 1, std::numeric_limits<float>::quiet_NaN());
   std::vector<int32_t> lengths(rows);
@@ -206,7 +207,7 @@ Outcome run_device(const Batch& b, int blocks_per_row, dev::TopKOrder order, boo
   args.scores = d_scores.get() + b.offset;
   args.row_stride = b.stride;
   args.rows = rows;
-  args.valid_lengths = d_lengths.get();
+  args.valid_lengths = null_lengths ? nullptr : d_lengths.get();
   args.k = b.k;
   args.indices = d_indices.get();
   args.row_status = async_status ? d_status.get() : nullptr;
@@ -377,6 +378,61 @@ TEST(TopKGpu, GridPathMatchesReference) {
     }
   }
   std::printf("[ top-K ] grid path: %d rows in %d launches, index-exact\n", rows, launches);
+}
+
+// Edges on both paths: K = 1 and 7, empty rows and rows of 1-2 scores beside long ones, a
+// NaN as the first or the last score of a row (block 0's head, the last block's tail), and
+// rows without valid_lengths (every row the stride long).
+TEST(TopKGpu, TinyKEmptyRowsEdgeNaNsAndNoLengths) {
+  DSAF_REQUIRE_GPU();
+  std::mt19937 rng(1);
+  int rows = 0;
+  for (int k : {1, 7}) {
+    // Short rows (the grid path at one block a row fits them), then rows past 65,536.
+    for (const int longest : {30000, 70001}) {
+      const std::vector<int> widths = longest <= 32768 ? std::vector<int>{1, 2, dev::kTopKGrid + 1, dev::kTopKGrid + 4}
+                                                       : std::vector<int>{2, 8, dev::kTopKGrid + 4, dev::kTopKGrid + 16};
+      Batch b = make_batch(rng, k);
+      for (int n : {0, 1, 2, 5, 1000, longest}) {
+        const RowKind kind = n % 2 == 0 ? RowKind::kBf16 : RowKind::kGaussian;
+        add_row(b, make_row(rng, kind, n), kind);
+      }
+      finish_stride(rng, b);
+      for (int blocks_per_row : widths) {
+        for (dev::TopKOrder order : kOrders) rows += check_batch(b, blocks_per_row, order);
+      }
+      // A NaN first in one row and last in another: both rows kNaN and all -1, the others exact.
+      Batch nan_rows = b;
+      nan_rows.rows[4][0] = std::numeric_limits<float>::quiet_NaN();
+      nan_rows.rows[5].back() = std::numeric_limits<float>::quiet_NaN();
+      for (int blocks_per_row : widths) {
+        const Outcome out = run_device(nan_rows, blocks_per_row, dev::TopKOrder::kByIndex, /*async_status=*/true);
+        for (int r = 0; r < static_cast<int>(nan_rows.rows.size()); ++r) {
+          const int32_t* got = out.indices.data() + static_cast<size_t>(r) * k;
+          if (r >= 4) {
+            EXPECT_EQ(out.status[r], static_cast<int32_t>(dev::TopKRowStatus::kNaN)) << r << ", " << blocks_per_row;
+            EXPECT_EQ(std::vector<int32_t>(got, got + k), std::vector<int32_t>(k, -1)) << r << ", " << blocks_per_row;
+          } else {
+            EXPECT_EQ(out.status[r], static_cast<int32_t>(dev::TopKRowStatus::kOk)) << r << ", " << blocks_per_row;
+            EXPECT_EQ(compare_row(nan_rows, r, got, blocks_per_row, dev::TopKOrder::kByIndex), "");
+          }
+        }
+      }
+      // Without valid_lengths: rows of exactly the stride.
+      Batch full = make_batch(rng, k);
+      for (int r = 0; r < 3; ++r) add_row(full, make_row(rng, RowKind::kGaussian, longest), RowKind::kGaussian);
+      for (int blocks_per_row : widths) {
+        for (dev::TopKOrder order : kOrders) {
+          const Outcome out = run_device(full, blocks_per_row, order, false, nullptr, /*null_lengths=*/true);
+          for (int r = 0; r < 3; ++r) {
+            EXPECT_EQ(compare_row(full, r, out.indices.data() + static_cast<size_t>(r) * k, blocks_per_row, order), "");
+          }
+          rows += 3;
+        }
+      }
+    }
+  }
+  std::printf("[ top-K ] %d rows with K 1 / 7, empty rows, edge NaNs, no valid lengths, index-exact\n", rows);
 }
 
 TEST(TopKGpu, IsBitwiseDeterministicOver20Runs) {
