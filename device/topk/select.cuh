@@ -581,8 +581,8 @@ __device__ void write_by_index(Sm& sm, int lo, int hi, uint32_t before, int32_t*
     atomicOr(&bits[offset >> 5], 1u << (offset & 31));
   }
   __syncthreads();
-  const int run = (words + kThreads - 1) / kThreads;
-  const int first = min(words, tid * run), last = min(words, first + run);
+  const int words_each = (words + kThreads - 1) / kThreads;
+  const int first = min(words, tid * words_each), last = min(words, first + words_each);
   uint32_t mine = 0;
   for (int w = first; w < last; ++w) mine += __popc(bits[w]);
   uint32_t slot = 0;
@@ -631,6 +631,19 @@ __device__ void write_sorted(Sm& sm, uint32_t count, int k, int32_t* out) {
   }
 }
 
+// Step 0: row `row`'s valid length, or -1 when it lies outside [0, min(row_stride,
+// kTopKMaxRowLength)]; then block 0 of the row has written its -1s and kBadLength. Every
+// block of a row reads the same length, so all of them go on or all leave.
+__device__ int checked_length(const TopKArgs& args, int row, int rank, int32_t* out, int32_t* status) {
+  const int64_t n = args.valid_lengths != nullptr ? args.valid_lengths[row] : args.row_stride;
+  if (n >= 0 && n <= kTopKMaxRowLength && n <= args.row_stride) return static_cast<int>(n);
+  if (rank == 0) {
+    fill_row(out, args.k, 0, nullptr);
+    if (threadIdx.x == 0) status[row] = static_cast<int32_t>(TopKRowStatus::kBadLength);
+  }
+  return -1;
+}
+
 // Step 4's verdict, the same in every block of a row.
 __device__ TopKRowStatus row_result(bool has_nan, bool overflow, uint32_t count, int k, int n) {
   if (has_nan) return TopKRowStatus::kNaN;
@@ -675,15 +688,8 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
 
   // 0. Length check. Every block of the cluster reads the same length and leaves together,
   //    before any block touches another's shared memory.
-  const int64_t n64 = args.valid_lengths != nullptr ? args.valid_lengths[row] : args.row_stride;
-  if (n64 < 0 || n64 > kTopKMaxRowLength || n64 > args.row_stride) {
-    if (rank == 0) {
-      fill_row(out, args.k, 0, nullptr);
-      if (tid == 0) status[row] = static_cast<int32_t>(TopKRowStatus::kBadLength);
-    }
-    return;
-  }
-  const int n = static_cast<int>(n64);
+  const int n = checked_length(args, row, rank, out, status);
+  if (n < 0) return;
   const Slice slice = make_slice(args.scores + static_cast<int64_t>(row) * args.row_stride, n, rank, kCluster);
   if (tid == 0) sm.s = Scalars{};
 
@@ -886,15 +892,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto sync_row = [&] { row_barrier(&z.arrivals, ++barriers * static_cast<uint32_t>(blocks_per_row)); };
 
   // 0. Length check: every block of the row leaves before the first barrier.
-  const int64_t n64 = args.valid_lengths != nullptr ? args.valid_lengths[row] : args.row_stride;
-  if (n64 < 0 || n64 > kTopKMaxRowLength || n64 > args.row_stride) {
-    if (rank == 0) {
-      fill_row(out, args.k, 0, nullptr);
-      if (tid == 0) status[row] = static_cast<int32_t>(TopKRowStatus::kBadLength);
-    }
-    return;
-  }
-  const int n = static_cast<int>(n64);
+  const int n = checked_length(args, row, rank, out, status);
+  if (n < 0) return;
   const Slice slice = make_slice(args.scores + static_cast<int64_t>(row) * args.row_stride, n, rank, blocks_per_row);
   const int lo = rank == 0 ? 0 : slice.head + 4 * slice.vec_begin;
   const int count = static_cast<int>(slice.count);  // positions [lo, lo + count)

@@ -120,16 +120,17 @@ GridRecords grid_records() {
 
 // G blocks a row in one cooperative grid, every block resident at once.
 void launch_grid(const TopKArgs& args, int blocks_per_row, int32_t* status) {
-  if (blocks_per_row < grid_min_blocks(args.row_stride) || grid_min_blocks(args.row_stride) == 0) {
+  const int min_blocks = grid_min_blocks(args.row_stride);
+  if (min_blocks == 0 || blocks_per_row < min_blocks) {
     throw_bad_input("top-K: " + std::to_string(blocks_per_row) + " grid blocks a row hold at most " +
                     std::to_string(int64_t{kGridSliceScores} * blocks_per_row) + " scores a row; the row stride is " +
                     std::to_string(args.row_stride));
   }
+  const int resident = grid_resident_blocks();
   const int64_t blocks = int64_t{args.rows} * blocks_per_row;
-  if (blocks > grid_resident_blocks()) {
+  if (blocks > resident) {
     throw_bad_input("top-K: " + std::to_string(args.rows) + " rows x " + std::to_string(blocks_per_row) +
-                    " grid blocks exceed the " + std::to_string(grid_resident_blocks()) +
-                    " blocks this GPU holds at once");
+                    " grid blocks exceed the " + std::to_string(resident) + " blocks this GPU holds at once");
   }
   GridRecords records = grid_records();
   int per_row = blocks_per_row;

@@ -455,15 +455,15 @@ TEST(TopKGpu, IsBitwiseDeterministicOver20Runs) {
     for (int r = 0; r < rows; ++r) {
       ASSERT_EQ(compare_row(b, r, first.indices.data() + static_cast<size_t>(r) * k, 0, order), "");
     }
-    for (int run = 1; run < 20; ++run) {
-      // Run 5: the grid path at 4 blocks a row, where the GPU holds the 128 blocks.
+    for (int rerun = 1; rerun < 20; ++rerun) {
+      // The fifth rerun: the grid path at 4 blocks a row, where the GPU holds the 128 blocks.
       const bool grid_fits = rows * 4 <= dev::compute_peaks().sms;
-      const int blocks_per_row = run < 5                ? kBlocksPerRow[run]
-                                 : run == 5 && grid_fits ? dev::kTopKGrid + 4
-                                                         : dev::kTopKAutoBlocksPerRow;
+      const int blocks_per_row = rerun < 5                ? kBlocksPerRow[rerun]
+                                 : rerun == 5 && grid_fits ? dev::kTopKGrid + 4
+                                                           : dev::kTopKAutoBlocksPerRow;
       const Outcome again = run_device(b, blocks_per_row, order);
       ASSERT_EQ(again.indices, first.indices)
-          << order_name(order) << ", run " << run << ", blocks per row " << blocks_per_row;
+          << order_name(order) << ", rerun " << rerun << ", blocks per row " << blocks_per_row;
     }
   }
 }
