@@ -259,7 +259,9 @@ struct Slice {
   int vec_begin, vec_end;    // this block's float4 vectors; vector v holds head + 4v .. +3
   int tail_begin, tail_end;  // scalar scores after the last vector
   bool has_head, has_tail;
-  uint32_t count;            // scores this block reads
+  uint32_t count;            // scores this block reads: positions [begin(), end()), in rank order
+  __device__ int begin() const { return has_head ? 0 : head + 4 * vec_begin; }
+  __device__ int end() const { return has_tail ? tail_end : head + 4 * vec_end; }
 };
 
 // Block `rank` of `blocks` (the blocks of a row): contiguous slices in rank order.
@@ -655,14 +657,12 @@ __device__ TopKRowStatus row_result(bool has_nan, bool overflow, uint32_t count,
 // this block's selection at `before` (and -1 after the row's `count`, block 0); by score,
 // block 0's sort of the row's selection, gathered in its buffer.
 template <class Sm>
-__device__ void write_output(Sm& sm, TopKRowStatus result, bool by_index, int rank, const Slice& slice, int n,
+__device__ void write_output(Sm& sm, TopKRowStatus result, bool by_index, int rank, const Slice& slice,
                              uint32_t before, uint32_t count, int k, int32_t* out) {
   if (result != TopKRowStatus::kOk) {
     if (rank == 0) fill_row(out, k, 0, nullptr);
   } else if (by_index) {
-    const int lo = rank == 0 ? 0 : slice.head + 4 * slice.vec_begin;
-    const int hi = slice.has_tail ? n : slice.head + 4 * slice.vec_end;
-    write_by_index(sm, lo, hi, before, out);
+    write_by_index(sm, slice.begin(), slice.end(), before, out);
     if (rank == 0) {
       for (int i = static_cast<int>(count) + static_cast<int>(threadIdx.x); i < k; i += kThreads) out[i] = -1;
     }
@@ -753,7 +753,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
     }
   }
   cluster_barrier<kCluster>();  // peers stay resident until every block has read them
-  write_output(sm, result, by_index, rank, slice, n, before, count, args.k, out);
+  write_output(sm, result, by_index, rank, slice, before, count, args.k, out);
   if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);
 }
 
@@ -895,7 +895,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n = checked_length(args, row, rank, out, status);
   if (n < 0) return;
   const Slice slice = make_slice(args.scores + static_cast<int64_t>(row) * args.row_stride, n, rank, blocks_per_row);
-  const int lo = rank == 0 ? 0 : slice.head + 4 * slice.vec_begin;
+  const int lo = slice.begin();
   const int count = static_cast<int>(slice.count);  // positions [lo, lo + count)
   if (tid == 0) {
     sm.s = Scalars{};
@@ -997,7 +997,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = tid; i < kBins; i += kThreads) z.hist0[i] = 0;
     if (tid == 0) z.arrivals = z.departures = z.has_nan = z.overflow = z.gathered = 0;
   }
-  write_output(sm, result, by_index, rank, slice, n, before, row_count, args.k, out);
+  write_output(sm, result, by_index, rank, slice, before, row_count, args.k, out);
   if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);
 }
 

@@ -3,7 +3,7 @@
 // every length class (1 .. 1,048,576, around K), rows built from bit patterns (few distinct
 // values, a shared high part of 22..30 bits, +/-0.0, +/-inf, subnormals, all equal,
 // bf16-rounded), rows whose candidates overflow the kernel's shared buffer, every K in
-// {512, 1024, 2048}, every blocks_per_row and both orders; then determinism over 20 reruns
+// {512, 1024, 2048}, every blocks_per_row and both orders; then determinism over 20 repeats
 // and the bad-input rows (NaN, lengths). Padding after a row's valid length is NaN, so
 // reading past it would fail the row. The reference takes doubles: fp32 -> double is exact.
 #include <algorithm>
@@ -455,15 +455,17 @@ TEST(TopKGpu, IsBitwiseDeterministicOver20Runs) {
     for (int r = 0; r < rows; ++r) {
       ASSERT_EQ(compare_row(b, r, first.indices.data() + static_cast<size_t>(r) * k, 0, order), "");
     }
-    for (int rerun = 1; rerun < 20; ++rerun) {
-      // The fifth rerun: the grid path at 4 blocks a row, where the GPU holds the 128 blocks.
-      const bool grid_fits = rows * 4 <= dev::compute_peaks().sms;
-      const int blocks_per_row = rerun < 5                ? kBlocksPerRow[rerun]
-                                 : rerun == 5 && grid_fits ? dev::kTopKGrid + 4
-                                                           : dev::kTopKAutoBlocksPerRow;
+    // Repeats 1-4 take the cluster widths of kBlocksPerRow, the next one the grid path at 4
+    // blocks a row (where the GPU holds the 128 blocks), the rest the automatic choice.
+    const bool grid_fits = rows * 4 <= dev::compute_peaks().sms;
+    const int cluster_widths = static_cast<int>(kBlocksPerRow.size());
+    for (int repeat = 1; repeat < 20; ++repeat) {
+      const int blocks_per_row = repeat < cluster_widths                ? kBlocksPerRow[repeat]
+                                 : repeat == cluster_widths && grid_fits ? dev::kTopKGrid + 4
+                                                                        : dev::kTopKAutoBlocksPerRow;
       const Outcome again = run_device(b, blocks_per_row, order);
       ASSERT_EQ(again.indices, first.indices)
-          << order_name(order) << ", rerun " << rerun << ", blocks per row " << blocks_per_row;
+          << order_name(order) << ", repeat " << repeat << ", blocks per row " << blocks_per_row;
     }
   }
 }
