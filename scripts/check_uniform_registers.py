@@ -108,21 +108,32 @@ def find_cuobjdump(explicit):
     return wheels[-1] if venv and wheels else None
 
 
-def disassemble(cuobjdump, path):
-    """The SASS listing of one object file, archive or executable."""
+def cuobjdump_listing(cuobjdump, path, option="-sass"):
+    """The lines of `cuobjdump OPTION path` (-sass: the SASS listing; -res-usage: each
+    function's registers and stack) of one object file, archive or executable."""
     if not os.path.isfile(path):
         print(f"error: no such object file: {path}", file=sys.stderr)
         sys.exit(2)
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(os.path.abspath(cuobjdump)) + os.pathsep + env.get("PATH", "")
-    result = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True, env=env)
+    result = subprocess.run([cuobjdump, option, path], capture_output=True, text=True, env=env)
     if result.returncode != 0:
         if "nvdisasm" in result.stderr:
             print(f"SKIP: cuobjdump needs nvdisasm: {result.stderr.strip()}")
             sys.exit(SKIP)
-        print(f"error: cuobjdump -sass {path} failed ({result.returncode}): {result.stderr.strip()}", file=sys.stderr)
+        print(f"error: cuobjdump {option} {path} failed ({result.returncode}): {result.stderr.strip()}", file=sys.stderr)
         sys.exit(2)
     return result.stdout.splitlines()
+
+
+def read_objects(paths, explicit_cuobjdump, option="-sass"):
+    """{path: listing} for each object, one cuobjdump call a file (it takes one); exits
+    SKIP (77) when no cuobjdump is found."""
+    cuobjdump = find_cuobjdump(explicit_cuobjdump)
+    if not cuobjdump or not os.path.exists(cuobjdump):
+        print("SKIP: no cuobjdump (the CUDA toolkit's, or PyPI's nvidia-cuda-cuobjdump)")
+        sys.exit(SKIP)
+    return {path: cuobjdump_listing(cuobjdump, path, option) for path in paths}
 
 
 def main():
@@ -139,12 +150,7 @@ def main():
             print(f"error: cannot read the SASS listing {args.sass}: {e}", file=sys.stderr)
             sys.exit(2)
     elif args.objects:
-        cuobjdump = find_cuobjdump(args.cuobjdump)
-        if not cuobjdump or not os.path.exists(cuobjdump):
-            print("SKIP: no cuobjdump (the CUDA toolkit's, or PyPI's nvidia-cuda-cuobjdump)")
-            sys.exit(SKIP)
-        # One file at a time (cuobjdump takes one), each function checked within its file.
-        listings = {path: disassemble(cuobjdump, path) for path in args.objects}
+        listings = read_objects(args.objects, args.cuobjdump)  # each function checked within its file
     else:
         parser.error("name objects to disassemble, or --sass FILE")
     functions = instructions = problems = 0

@@ -106,6 +106,16 @@ __device__ __forceinline__ float warp_tree_halves_fold(const float (&terms)[Head
   }
 }
 
+// p_e = p_e + p_{e+kM} for e < kM. kM is a template argument so that the loop's trip
+// count is a constant wherever it is inlined: as a loop variable (m = 8, 4, 2, 1) the
+// 1-lane kernels kept the e < 8 step a loop and p in local memory.
+template <int kM, int kN>
+__device__ __forceinline__ void add_upper_half(float (&p)[kN]) {
+  static_assert(2 * kM <= kN, "p holds both halves");
+#pragma unroll
+  for (int e = 0; e < kM; ++e) p[e] = __fadd_rn(p[e], p[e + kM]);
+}
+
 // ReductionOrder::kBlockTree: four groups of 32 terms (Triton's warps of one term a lane).
 // In group g, p_e = fold(fold(0, t_{e+16}), t_e) for e < 16, then p_e += p_{e+m} for
 // m = 8, 4, 2, 1 (e < m), w_g = p_0; the result is (w_0 + w_2) + (w_1 + w_3). A lane holds
@@ -136,11 +146,10 @@ __device__ __forceinline__ float block_tree_fold(const float (&terms)[HeadGroup<
       }
       p[e] = fold(fold(0.0f, high), low);
     }
-#pragma unroll
-    for (int m = 8; m >= 1; m /= 2) {
-#pragma unroll
-      for (int e = 0; e < m; ++e) p[e] = __fadd_rn(p[e], p[e + m]);
-    }
+    add_upper_half<8>(p);
+    add_upper_half<4>(p);
+    add_upper_half<2>(p);
+    add_upper_half<1>(p);
     w[g] = p[0];
   }
   if constexpr (kLanes == 1) {
