@@ -28,7 +28,7 @@ const std::vector<PageClass> kPageClasses = {{"small", {1, 2, 4, 8}}, {"medium",
 
 const std::vector<std::string> kQuantisingPresets = {"dsv32-ref", "dsv32-bf16", "sglang-v32-fused",
                                                      "vllm-v32", "dsv4-ref", "sglang-v4-fp8",
-                                                     "sglang-v4-bf16", "sglang-v4-fp4"};
+                                                     "sglang-v4-bf16", "sglang-v4-fp4", "sglang-v41-fp4"};
 
 const std::vector<int> kLaneWidths = {1, 2, 4, 8};
 
@@ -40,7 +40,7 @@ const std::string kGeneric = ":generic";
 std::vector<std::string> key_store_recipes() {
   std::vector<std::string> names = kQuantisingPresets;
   for (const char* name :
-       {"dsv32-ref", "vllm-v32", "sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv4-ref"}) {
+       {"dsv32-ref", "vllm-v32", "sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv4-ref", "sglang-v41-fp4"}) {
     names.push_back(name + kGeneric);
   }
   return names;
@@ -71,10 +71,11 @@ TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
   v32 = ref::preset("dsv32-bf16");
   v32.key_norm.order = ref::ReductionOrder::kWarpTree;
   EXPECT_EQ(dev::key_store_path(v32), "generic");
-  // The default widths, the fastest measured on the H200 (docs/key-path-speed.md).
+  // The default widths (docs/key-path-speed.md: the fastest measured on the H200; sglang-v41-fp4
+  // takes sglang-v4-fp4's until its widths are timed).
   const std::vector<std::pair<const char*, int>> fastest = {
-      {"sglang-v4-fp8", 1}, {"sglang-v4-bf16", 2}, {"sglang-v4-fp4", 1}, {"dsv32-ref", 1},
-      {"dsv32-bf16", 1},    {"sglang-v32-fused", 1}, {"vllm-v32", 1},    {"dsv4-ref", 1}};
+      {"sglang-v4-fp8", 1}, {"sglang-v4-bf16", 2},   {"sglang-v4-fp4", 1}, {"dsv32-ref", 1}, {"dsv32-bf16", 1},
+      {"sglang-v32-fused", 1}, {"vllm-v32", 1}, {"dsv4-ref", 1}, {"sglang-v41-fp4", 1}};
   for (const auto& [name, lanes] : fastest) {
     EXPECT_EQ(dev::fastest_key_lanes(ref::preset(name)), lanes) << name;
   }
