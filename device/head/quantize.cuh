@@ -92,6 +92,30 @@ __device__ __forceinline__ unsigned e2m1_zero_sign(unsigned code, ref::Fp4ZeroSi
   return rule == ref::Fp4ZeroSign::kPositive && (code & 7u) == 0 ? 0u : code;
 }
 
+// The grid value e2m1_code and e2m1_zero_sign give v, sign included, without the code:
+// value(e2m1_zero_sign(e2m1_code(v, rounding), zero_sign)), for the stages that keep values
+// (the fp4-simulated store, the fake quantisation). Branch-free like e2m1_code. From 1 up:
+// |v|'s bits rounded to one mantissa bit as there, the bits below it cleared, clamped at
+// 6.0's bits (a round-up to 8 and infinity land above them). Below 1: the nearest multiple
+// of 1/2, by the float unit: the floats in [2^22, 2^23) are the multiples of 1/2, so |v| +
+// 1.5 x 2^22 rounds |v| to one, ties to the even multiple (= the even code), and taking
+// 1.5 x 2^22 off again is exact. Ties toward zero: |v| - 1/4 (exact from |v| = 1/8 up;
+// below it every result lies in [-1/4, -1/8] and gives 0 alike) added rounding up. NaN ->
+// +6. tests/device/e2m1_exhaustive_gpu_test.cu checks every float under every rule.
+__device__ __forceinline__ float e2m1_round(float v, ref::Rounding rounding, ref::Fp4ZeroSign zero_sign) {
+  const unsigned bits = __float_as_uint(v), mag = bits & 0x7fffffffu;
+  const bool to_even = rounding == ref::Rounding::kNearestEven;
+  const unsigned half_less_one = 0x1fffffu + (to_even ? (mag >> 22) & 1u : 0u);
+  const unsigned normal = min((mag + half_less_one) & 0xffc00000u, 0x40c00000u);  // 6.0f
+  constexpr float kHalves = 6291456.0f;  // 1.5 x 2^22
+  const float m = __uint_as_float(mag);
+  const float below = to_even ? __fsub_rn(__fadd_rn(m, kHalves), kHalves)
+                              : __fsub_rn(__fadd_ru(__fsub_rn(m, 0.25f), kHalves), kHalves);
+  const unsigned rounded = mag < 0x3f800000u ? __float_as_uint(below) : normal;
+  const unsigned sign = zero_sign == ref::Fp4ZeroSign::kPositive && rounded == 0 ? 0u : bits & 0x80000000u;
+  return mag > 0x7f800000u ? 6.0f : __uint_as_float(rounded | sign);
+}
+
 // Value of an e2m1 code: {0, .5, 1, 1.5, 2, 3, 4, 6}; for c >= 2 the bits of (1 + m/2) *
 // 2^(e-1) with e = c / 2, m = c % 2 (no table: a runtime index would put it in local memory).
 __device__ __forceinline__ float e2m1_value(unsigned code) {
@@ -119,7 +143,8 @@ __device__ __forceinline__ void fp4_fake_quant_head(HeadPart<kLanes>& x) {
 #pragma unroll
     for (int i = 0; i < kBlockValues; ++i) {
       float& v = x[b * kBlockValues + i];
-      v = __fmul_rn(e2m1_value(e2m1_code(__fadd_rn(__fmul_rn(v, inv), 0.0f), ref::Rounding::kNearestEven)), scale);
+      const float scaled = __fadd_rn(__fmul_rn(v, inv), 0.0f);
+      v = __fmul_rn(e2m1_round(scaled, ref::Rounding::kNearestEven, ref::Fp4ZeroSign::kKeep), scale);
     }
   }
 }
@@ -179,14 +204,13 @@ __device__ __forceinline__ float store_head(HeadPart<kLanes>& x, int part, const
       scale[b] = pow2_scale(byte[b]);
       inv[b] = __frcp_rn(scale[b]);  // exact: the scale is a power of two
     }
-    // Codes are made where they are packed: a lane may hold 128 values.
-    const auto code = [&](int k) {
-      return e2m1_zero_sign(
-          e2m1_code(apply_scale(x[k], scale[k / kBlockValues], inv[k / kBlockValues], true, q.apply), q.fp4_rounding),
-          q.fp4_zero_sign);
+    // Values are scaled, coded or rounded where they are stored: a lane may hold 128.
+    const auto scaled = [&](int k) {
+      return apply_scale(x[k], scale[k / kBlockValues], inv[k / kBlockValues], true, q.apply);
     };
     if (!store) return 1.0f;
     if constexpr (kFormat == ref::StorageFormat::kFp4E2m1) {
+      const auto code = [&](int k) { return e2m1_zero_sign(e2m1_code(scaled(k), q.fp4_rounding), q.fp4_zero_sign); };
       // 2 codes per byte, the even element in the low nibble; V/2 bytes per lane.
       constexpr int kBytes = kV / 2;
       unsigned w[kBytes / 4];
@@ -202,8 +226,10 @@ __device__ __forceinline__ float store_head(HeadPart<kLanes>& x, int part, const
         for (int b = 0; b < kBlocks; ++b) scales[part * kV / 32 + b] = static_cast<uint8_t>(byte[b]);
       }
     } else {  // the dequantised values, as bf16
-      store_bf16<kV, part_alignment(kValuesAlign, kV * 2)>(
-          [&](int k) { return __fmul_rn(e2m1_value(code(k)), scale[k / kBlockValues]); }, values + part * kV * 2);
+      const auto value = [&](int k) {
+        return __fmul_rn(e2m1_round(scaled(k), q.fp4_rounding, q.fp4_zero_sign), scale[k / kBlockValues]);
+      };
+      store_bf16<kV, part_alignment(kValuesAlign, kV * 2)>(value, values + part * kV * 2);
     }
     return 1.0f;
   }
