@@ -18,7 +18,8 @@ NAME is a substring of the demangled function name (c++filt), e.g.
 a stack frame of at most BYTES, and it must match at least one (a renamed kernel must not
 pass by matching nothing). Exit 0: within the limits; 1: a kernel over its limit (each
 printed); 2: bad usage, no listing, a name that matches nothing; 77: cuobjdump, nvdisasm
-or c++filt missing (CTest reports SKIPPED).
+or c++filt missing (CTest reports SKIPPED). Every function of every object and
+architecture in the listings is checked.
 """
 
 import argparse
@@ -36,9 +37,9 @@ STACK = re.compile(r"\bSTACK:(\d+)\b")
 
 
 def parse(lines):
-    """{mangled name: stack bytes} of a `cuobjdump -res-usage` listing (a function line,
-    then its resource line)."""
-    stacks, current = {}, None
+    """[(mangled name, stack bytes)] of a `cuobjdump -res-usage` listing (a function line,
+    then its resource line), one entry a function of each object and architecture."""
+    stacks, current = [], None
     for line in lines:
         match = FUNCTION.match(line)
         if match:
@@ -46,31 +47,35 @@ def parse(lines):
             continue
         match = STACK.search(line)
         if match and current is not None:
-            stacks[current] = int(match.group(1))
+            stacks.append((current, int(match.group(1))))
             current = None
     return stacks
 
 
 def demangle(names):
-    """{mangled: demangled} by one c++filt call; None if c++filt is missing."""
+    """{mangled: demangled} by one c++filt call; None if c++filt is missing. A c++filt that
+    fails or answers with another line count is an error (exit 2), not a reason to skip."""
     cxxfilt = shutil.which("c++filt")
     if cxxfilt is None:
         return None
-    result = subprocess.run([cxxfilt], input="\n".join(names) + "\n", capture_output=True, text=True)
-    if result.returncode != 0:
-        return None
+    unique = sorted(set(names))
+    result = subprocess.run([cxxfilt], input="\n".join(unique) + "\n", capture_output=True, text=True)
     out = result.stdout.splitlines()
-    return dict(zip(names, out)) if len(out) == len(names) else None
+    if result.returncode != 0 or len(out) != len(unique):
+        print(f"error: c++filt failed ({result.returncode}) or gave {len(out)} names for {len(unique)}",
+              file=sys.stderr)
+        sys.exit(2)
+    return dict(zip(unique, out))
 
 
 def over_limit(stacks, demangled, limits):
     """([(demangled name, stack, limit)] over their limit, [names that match nothing])."""
     over, unmatched = [], []
     for name, limit in limits:
-        matched = [m for m in stacks if name in demangled[m]]
+        matched = [(m, stack) for m, stack in stacks if name in demangled[m]]
         if not matched:
             unmatched.append(name)
-        over += [(demangled[m], stacks[m], limit) for m in matched if stacks[m] > limit]
+        over += [(demangled[m], stack, limit) for m, stack in matched if stack > limit]
     return over, unmatched
 
 
@@ -107,7 +112,7 @@ def main():
     if not stacks:
         print("error: no functions with resource usage found", file=sys.stderr)
         sys.exit(2)
-    demangled = demangle(list(stacks))
+    demangled = demangle([m for m, _ in stacks])
     if demangled is None:
         print("SKIP: no c++filt to demangle the kernel names")
         sys.exit(SKIP)
