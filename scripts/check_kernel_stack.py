@@ -3,12 +3,10 @@
 each (cuobjdump -res-usage, STACK) within a limit.
 
 A local array that the compiler cannot index at compile time lives in the stack frame, in
-local memory, and every access is a load or store through L1 instead of a register read.
-It happens silently: the key kernel's block-tree norm sum (device/primitives/warp.cuh) once
-kept its 16 partial sums in a 64-byte frame in the vllm-v32 path, with a store and a load
-for every step of the tree, because its loop bound was a loop variable. The SASS shows it
-on a machine without a GPU; this check names the production kernels and their limits so
-that it cannot come back unseen.
+local memory, and every access is a load or store through L1 instead of a register read
+(e.g. a reduction tree whose step bound is a loop variable, left as a loop). Nothing fails
+when it happens; the SASS shows it on a machine without a GPU, so this check names the
+production kernels and their limits.
 
   check_kernel_stack.py [--cuobjdump PATH] OBJECT_OR_ARCHIVE --kernel 'NAME=BYTES' ...
   check_kernel_stack.py --res-usage FILE --kernel 'NAME=BYTES' ...   check a saved listing

@@ -106,9 +106,9 @@ __device__ __forceinline__ float warp_tree_halves_fold(const float (&terms)[Head
   }
 }
 
-// p_e = p_e + p_{e+kM} for e < kM. kM is a template argument so that the loop's trip
-// count is a constant wherever it is inlined: as a loop variable (m = 8, 4, 2, 1) the
-// 1-lane kernels kept the e < 8 step a loop and p in local memory.
+// p_e = p_e + p_{e+kM} for e < kM. kM is a template argument so that the trip count is a
+// constant wherever this is inlined and p stays in registers: a bound that is itself a loop
+// variable can leave the step a loop, with p indexed at run time in local memory.
 template <int kM, int kN>
 __device__ __forceinline__ void add_upper_half(float (&p)[kN]) {
   static_assert(2 * kM <= kN, "p holds both halves");
