@@ -59,61 +59,60 @@ __device__ __forceinline__ float apply_scale(float x, float scale, float inv, bo
   return apply == ref::ScaleApply::kDivide && !pow2 ? __fdiv_rn(x, scale) : __fmul_rn(x, inv);
 }
 
-// e2m1 code of v (sign bit 3): nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating; ties to
-// the even code, or toward zero (SGLang's strict '>' against the midpoints). NaN -> +6.
-// The sign bit is v's, on zero codes too (-0 is 0x8); e2m1_zero_sign makes those +0.
-// Branch-free on the bits of |v|, which order like the magnitudes. From 1 up the codes are
-// e2m1's normal numbers, 2 x (biased exponent, 1 for 1.0) + a mantissa bit: rounding |v|
-// to one mantissa bit (add 2^21 - 1 to the bits, plus the kept bit 22 for ties to even,
-// then drop 22 bits) and rebasing (1.0 = 0x3f800000 -> 254 -> code 2) gives the code; a round-up
-// past a binade carries into the exponent, and everything from 8 up (infinity too) clamps
-// to 7 = 6.0. Below 1 the codes are the integers nearest 2|v| (0, 1, 2), and the float
-// unit rounds to integers for us: 2|v| + 1.5 x 2^23 lies in [2^23, 2^24), where floats are
-// the integers, so one fma rounds 2|v| to the nearest, ties to even, and its bits less
-// those of 1.5 x 2^23 are the code. Ties toward zero: 2|v| - 1/2 (exact from 2|v| = 1/2 up;
-// below it any value in [-1/2, 0] gives code 0 alike), then + 1.5 x 2^23 rounded up. Seven
-// comparisons against the midpoints and a branch per value (the obvious form) make the fp4
-// kernels about twice as long; tests/device/e2m1_exhaustive_gpu_test.cu checks every
-// float under both rules.
-__device__ __forceinline__ unsigned e2m1_code(float v, ref::Rounding rounding) {
-  const unsigned bits = __float_as_uint(v), mag = bits & 0x7fffffffu;
-  const bool to_even = rounding == ref::Rounding::kNearestEven;
-  const unsigned half_less_one = 0x1fffffu + (to_even ? (mag >> 22) & 1u : 0u);
-  const unsigned normal = min(((mag + half_less_one) >> 22) - 252u, 7u);  // mag >= 1.0f
-  const float twice = __fmaf_rn(__uint_as_float(mag), 2.0f, to_even ? 12582912.0f : -0.5f);  // 1.5 x 2^23
-  const unsigned below_one = __float_as_uint(to_even ? twice : __fadd_ru(twice, 12582912.0f)) - 0x4b400000u;
-  const unsigned code = (mag < 0x3f800000u ? below_one : normal) | ((bits >> 28) & 8u);
-  return mag > 0x7f800000u ? 0x7u : code;
+// e2m1 through fp32's subnormal grid. Multiplying |v| by 2^-126 lays e2m1's magnitudes on
+// fp32 bit patterns that are their codes << 22: 0.5 -> 2^-127 (0x00400000, code 1), 1.0 ->
+// 2^-126 (0x00800000, code 2), 1.5 -> 0x00c00000 (3), 2.0 -> 2^-125 (0x01000000, 4), ..,
+// 6.0 -> 1.5 x 2^-124 (0x01c00000, 7): below 2^-126 fp32's spacing is uniform as e2m1's is
+// below 1, and from there each binade carries one exponent step per two codes as e2m1's
+// normals do. So the code of v is the image's bits rounded to a multiple of 2^22: (bits +
+// 2^21 - 1) >> 22 rounds ties down (toward zero), and adding the kept bit 22 as well
+// rounds them to even. The product is exact from |v| = 1 up; below 1 it rounds to the
+// 2^-149 grid (2^-23 in units of v), the one rounding before the code's, and it rounds up:
+// a value above a midpoint stays above it and a value at or below one stays at or below
+// it, so ties toward zero come out exact. Ties to even do except where the round-up lands a
+// value just below a midpoint on it and that midpoint's tie goes up: 0.75 (codes 1 | 2),
+// reached only from 0.75 - 2^-24 (the float spacing below 0.75 is half the grid's), taken
+// apart; 0.25's tie goes down. min(image, 6 x 2^-126) saturates at 6 (infinities too) and
+// takes NaN to 6 (fminf returns the number). Seven comparisons against the midpoints and a
+// branch per value (the obvious form) make the fp4 kernels about twice as long; the bit
+// arithmetic of the unscaled float with a separate path below 1 about 1.8x as many
+// instructions a value as this (SASS). tests/device/e2m1_exhaustive_gpu_test.cu checks every
+// float under every rule.
+// The product and the minimum are written in PTX without .ftz, so that no compiler flag
+// (-ftz=true, --use_fast_math) can flush the subnormal image to zero.
+__device__ __forceinline__ unsigned e2m1_magnitude(float v, ref::Rounding rounding) {
+  float image_f;
+  asm("{ .reg .f32 t; abs.f32 t, %1; mul.rp.f32 t, t, 0f00800000; min.f32 %0, t, 0f01C00000; }"  // 2^-126, 6 x 2^-126
+      : "=f"(image_f)
+      : "f"(v));
+  const unsigned image = __float_as_uint(image_f);
+  if (rounding == ref::Rounding::kNearestTiesTowardZero) return (image + 0x1fffffu) >> 22;
+  const unsigned to_even = (image + 0x1fffffu + ((image >> 22) & 1u)) >> 22;
+  return fabsf(v) == 0x1.7ffffep-1f ? 1u : to_even;  // 0.75 - 2^-24
 }
 
-// A zero code under the recipe's rule: -0 (0x8) stays, or becomes +0 (kPositive). Branch-
-// free: the sign bit is cleared exactly when the magnitude bits are 0.
-__device__ __forceinline__ unsigned e2m1_zero_sign(unsigned code, ref::Fp4ZeroSign rule) {
-  return rule == ref::Fp4ZeroSign::kPositive && (code & 7u) == 0 ? 0u : code;
+// Whether v's code carries the sign bit (bit 3). kKeep: v's sign bit, on zero codes too (-0
+// is 0x8), except on NaN (+6): as signed integers the negative NaNs are the patterns above
+// -infinity's (0xff800000). kPositive: only on a non-zero magnitude, which under both tie
+// rules is |v| > 0.25 (0.25 itself rounds to 0): v < -0.25, false for NaN.
+__device__ __forceinline__ bool e2m1_negative(float v, ref::Fp4ZeroSign zero_sign) {
+  return zero_sign == ref::Fp4ZeroSign::kPositive ? v < -0.25f
+                                                  : static_cast<int>(__float_as_uint(v)) < static_cast<int>(0xff800001u);
 }
 
-// The grid value e2m1_code and e2m1_zero_sign give v, sign included, without the code:
-// value(e2m1_zero_sign(e2m1_code(v, rounding), zero_sign)), for the stages that keep values
-// (the fp4-simulated store, the fake quantisation). Branch-free like e2m1_code. From 1 up:
-// |v|'s bits rounded to one mantissa bit as there, the bits below it cleared, clamped at
-// 6.0's bits (a round-up to 8 and infinity land above them). Below 1: the nearest multiple
-// of 1/2, by the float unit: the floats in [2^22, 2^23) are the multiples of 1/2, so |v| +
-// 1.5 x 2^22 rounds |v| to one, ties to the even multiple (= the even code), and taking
-// 1.5 x 2^22 off again is exact. Ties toward zero: |v| - 1/4 (exact from |v| = 1/8 up;
-// below it every result lies in [-1/4, -1/8] and gives 0 alike) added rounding up. NaN ->
-// +6. tests/device/e2m1_exhaustive_gpu_test.cu checks every float under every rule.
+// e2m1 code of v: nearest of {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating, ties to the even code
+// or toward zero (SGLang's strict '>' against the midpoints), NaN -> +6 (0x7), the sign in
+// bit 3 under the recipe's zero-sign rule.
+__device__ __forceinline__ unsigned e2m1_code(float v, ref::Rounding rounding, ref::Fp4ZeroSign zero_sign) {
+  return e2m1_magnitude(v, rounding) | (e2m1_negative(v, zero_sign) ? 8u : 0u);
+}
+
+// The grid value of e2m1_code(v, ..), sign included, for the stages that keep values (the
+// fp4-simulated store, the fake quantisation): the magnitude's image (code << 22) times
+// +-2^126, exact (2 significant bits, a power of two).
 __device__ __forceinline__ float e2m1_round(float v, ref::Rounding rounding, ref::Fp4ZeroSign zero_sign) {
-  const unsigned bits = __float_as_uint(v), mag = bits & 0x7fffffffu;
-  const bool to_even = rounding == ref::Rounding::kNearestEven;
-  const unsigned half_less_one = 0x1fffffu + (to_even ? (mag >> 22) & 1u : 0u);
-  const unsigned normal = min((mag + half_less_one) & 0xffc00000u, 0x40c00000u);  // 6.0f
-  constexpr float kHalves = 6291456.0f;  // 1.5 x 2^22
-  const float m = __uint_as_float(mag);
-  const float below = to_even ? __fsub_rn(__fadd_rn(m, kHalves), kHalves)
-                              : __fsub_rn(__fadd_ru(__fsub_rn(m, 0.25f), kHalves), kHalves);
-  const unsigned rounded = mag < 0x3f800000u ? __float_as_uint(below) : normal;
-  const unsigned sign = zero_sign == ref::Fp4ZeroSign::kPositive && rounded == 0 ? 0u : bits & 0x80000000u;
-  return mag > 0x7f800000u ? 6.0f : __uint_as_float(rounded | sign);
+  return __fmul_rn(__uint_as_float(e2m1_magnitude(v, rounding) << 22),
+                   e2m1_negative(v, zero_sign) ? -0x1p126f : 0x1p126f);
 }
 
 // Value of an e2m1 code: {0, .5, 1, 1.5, 2, 3, 4, 6}; for c >= 2 the bits of (1 + m/2) *
@@ -210,15 +209,19 @@ __device__ __forceinline__ float store_head(HeadPart<kLanes>& x, int part, const
     };
     if (!store) return 1.0f;
     if constexpr (kFormat == ref::StorageFormat::kFp4E2m1) {
-      const auto code = [&](int k) { return e2m1_zero_sign(e2m1_code(scaled(k), q.fp4_rounding), q.fp4_zero_sign); };
-      // 2 codes per byte, the even element in the low nibble; V/2 bytes per lane.
+      // 2 codes per byte, the even element in the low nibble; V/2 bytes per lane. The sign
+      // bit goes in as a select of its shifted bit, not with the magnitude before the
+      // shift (SASS: one instruction fewer a value).
       constexpr int kBytes = kV / 2;
       unsigned w[kBytes / 4];
 #pragma unroll
       for (int j = 0; j < kBytes / 4; ++j) {
         w[j] = 0;
 #pragma unroll
-        for (int n = 0; n < 8; ++n) w[j] |= code(8 * j + n) << (4 * n);
+        for (int n = 0; n < 8; ++n) {
+          const float v = scaled(8 * j + n);
+          w[j] |= e2m1_magnitude(v, q.fp4_rounding) << (4 * n) | (e2m1_negative(v, q.fp4_zero_sign) ? 8u << (4 * n) : 0u);
+        }
       }
       store_words<kBytes / 4, part_alignment(kValuesAlign, kBytes)>(values + part * kBytes, w);
       if ((part * kV) % 32 == 0) {

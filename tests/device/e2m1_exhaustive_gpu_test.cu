@@ -1,4 +1,4 @@
-// The device e2m1 encoder (device/head/quantize.cuh e2m1_code, bit arithmetic) and its
+// The device e2m1 encoder (device/head/quantize.cuh e2m1_code, on fp32's subnormal grid) and its
 // rounding to the grid value (e2m1_round, which the fp4-simulated store and the fake
 // quantisation use) against a brute-force nearest-of-eight search on every one of the 2^32
 // floats, for both tie rules and both zero-sign rules the recipes use. The search is the definition, written independently of the encoder:
@@ -59,7 +59,7 @@ __global__ void compare_all_floats(ref::Rounding rounding, ref::Fp4ZeroSign zero
        i += stride) {
     const float v = __uint_as_float(static_cast<unsigned>(i));
     const unsigned expected = brute_force_e2m1(v, rounding, zero_sign);
-    if (dev::e2m1_zero_sign(dev::e2m1_code(v, rounding), zero_sign) != expected) {
+    if (dev::e2m1_code(v, rounding, zero_sign) != expected) {
       atomicAdd(&out[0].count, 1ull);
       atomicMin(&out[0].first, static_cast<unsigned long long>(i));
     }
