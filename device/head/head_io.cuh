@@ -20,11 +20,22 @@ __device__ __forceinline__ float to_bf16_and_back(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
 }
 
+// Every value of the lane rounded to bf16 and widened back, two a conversion: cvt.rn.bf16x2
+// rounds each half as cvt.rn.bf16 rounds one value (on sm_90 both are the instruction
+// F2FP.BF16.F32.PACK_AB, the single one with a zero half; the bf16 stores write its
+// halves), and widening is a shift (the low half, .x) or a mask (the high half): three
+// instructions for two values where one at a time takes four.
 template <int kLanes>
 __device__ __forceinline__ void round_head_bf16(bool enabled, HeadPart<kLanes>& x) {
   if (!enabled) return;
+  static_assert(HeadGroup<kLanes>::kValues % 2 == 0, "pairs");
 #pragma unroll
-  for (int i = 0; i < HeadGroup<kLanes>::kValues; ++i) x[i] = to_bf16_and_back(x[i]);
+  for (int i = 0; i < HeadGroup<kLanes>::kValues; i += 2) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(x[i], x[i + 1]);
+    const unsigned bits = *reinterpret_cast<const unsigned*>(&pair);
+    x[i] = __uint_as_float(bits << 16);
+    x[i + 1] = __uint_as_float(bits & 0xffff0000u);
+  }
 }
 
 // Loads this lane's n floats of a [128] vector (n a multiple of 4, 16-byte aligned).
