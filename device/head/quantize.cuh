@@ -73,7 +73,7 @@ __device__ __forceinline__ float apply_scale(float x, float scale, float inv, bo
 // value just below a midpoint on it and that midpoint's tie goes up: 0.75 (codes 1 | 2),
 // reached only from 0.75 - 2^-24 (the float spacing below 0.75 is half the grid's), taken
 // apart; 0.25's tie goes down. min(image, 6 x 2^-126) saturates at 6 (infinities too) and
-// takes NaN to 6 (fminf returns the number). Seven comparisons against the midpoints and a
+// takes NaN to 6 (min.f32 returns the number). Seven comparisons against the midpoints and a
 // branch per value (the obvious form) make the fp4 kernels about twice as long; the bit
 // arithmetic of the unscaled float with a separate path below 1 about 1.8x as many
 // instructions a value as this (SASS). tests/device/e2m1_exhaustive_gpu_test.cu checks every
