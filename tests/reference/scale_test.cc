@@ -465,6 +465,16 @@ TEST(Ue8m0Variants, DisagreeExactlyOnThePredictedSetAtEveryBinade) {
   }
 }
 
+TEST(Ue8m0Variants, EveryWindowEndsBelowMantissa32) {
+  // device/head/quantize.cuh ue8m0_byte takes the exponent bits' ceiling from mantissa 32
+  // up and the logarithm below: every window must end below 32. The widest are 22 (|k|
+  // in [64, 128), k not -64).
+  uint32_t widest = 0;
+  for (int k = -126; k <= 126; ++k) widest = std::max(widest, window(k));
+  EXPECT_EQ(widest, 22u);
+  EXPECT_LT(widest, 32u);
+}
+
 TEST(Ue8m0Variants, DisagreeExactlyOnThePredictedSetOverWholeBinades) {
   // All 2^23 mantissas of a few binades, with windows 1, 0, 1, 11 and 22 (k = 100:
   // h = 2^-18, t(22) = 3.78e-6 < 3.81e-6 < t(23)).
