@@ -50,6 +50,12 @@ float block_scale(float amax, const QuantSpec& spec, float qmax);
 // log2f(x) correctly rounded to fp32 (x > 0, finite), for the kLog2Ceil rule.
 float log2_correctly_rounded(float x);
 
+// From this mantissa (the 23 fraction bits of a normal raw scale) up, kLog2Ceil equals the
+// exponent bits' ceiling: the two differ only where log2(raw) rounds down onto an integer,
+// at mantissas of at most 22 (tests/reference/scale_test.cc, Ue8m0Variants). The device
+// kernels take the logarithm below it only.
+inline constexpr uint32_t kLog2CeilMantissasBelow = 32;
+
 // Quantises one head (128 values of the compute type). NaN/Inf inputs are rejected
 // with dsaf::Error(kBadInput): the caller sees bad input, never a silent NaN code.
 template <class T>

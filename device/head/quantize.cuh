@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "device/head/head_io.cuh"
+#include "reference/quantize.h"
 #include "reference/recipe.h"
 
 namespace dsaf::dev {
@@ -41,23 +42,19 @@ __device__ __forceinline__ float raw_scale(float amax, const ref::QuantSpec& q, 
 
 // The ue8m0 exponent byte of a power-of-two rule (raw >= 2^-126 by Recipe::validate).
 // kLog2Ceil differs from the exponent bits' ceiling only where log2(raw) = n + f, f =
-// log2(1 + m 2^-23) for the mantissa bits m != 0, lies within half an fp32 ulp of the
-// integer n (then it rounds to n): 1.44 m 2^-23 < 2^(j-24) for 2^j <= |n| < 2^(j+1) <= 128
-// (half the spacing below |n| when it is a power of two), so m < 0.7 x 2^(j-1) <= 22.2.
-// From m = 32 up the bits decide and the fp64 logarithm (a call of ~80 instructions) runs
-// for 31 mantissas in 2^23 only (and n = 0, where f > 0 never rounds to 0, needs none; a
-// NaN, which no scale of a finite amax is, takes it too). tests/reference/scale_test.cc
-// (Ue8m0Variants) derives each binade's window of m and checks it on the reference rule,
-// the widest 22; a host search of every finite float from 2^-126 finds the rules apart at
-// 3,676 floats, all with m <= 22.
+// log2(1 + m 2^-23) ~ m 2^-23 / ln 2 for the mantissa bits m != 0, lies within half an
+// fp32 ulp above the integer n (then it rounds to n): f < 2^(j-24) for 2^j <= |n| <
+// 2^(j+1) <= 128 (half the spacing below |n| when it is a power of two), so m < ln 2 x
+// 2^(j-1) <= 22.2. From ref::kLog2CeilMantissasBelow (32) up the bits decide, and the fp64
+// logarithm (about 100 instructions) runs for 31 mantissas in 2^23 only. raw is finite
+// here (amax is an fmaxf that never keeps a NaN; the floor is finite).
 __device__ __forceinline__ int ue8m0_byte(float raw, ref::ScalePow2 pow2) {
   const unsigned bits = __float_as_uint(raw), mantissa = bits & 0x7F'FFFFu;
-  const int exponent = static_cast<int>((bits >> 23) & 0xFF);
-  if (pow2 == ref::ScalePow2::kLog2Ceil && mantissa != 0 && exponent != 127 && (mantissa < 32 || exponent == 255)) {
+  if (pow2 == ref::ScalePow2::kLog2Ceil && mantissa - 1u < ref::kLog2CeilMantissasBelow - 1u) {  // 1 <= m < 32
     const float l = __double2float_rn(log2(static_cast<double>(raw)));
     return static_cast<int>(ceilf(l)) + 127;
   }
-  return exponent + (mantissa != 0 ? 1 : 0);
+  return static_cast<int>((bits >> 23) & 0xFF) + (mantissa != 0 ? 1 : 0);
 }
 
 __device__ __forceinline__ float pow2_scale(int byte) { return __uint_as_float(static_cast<unsigned>(byte) << 23); }
@@ -85,12 +82,11 @@ __device__ __forceinline__ float apply_scale(float x, float scale, float inv, bo
 // reached only from 0.75 - 2^-24 (the float spacing below 0.75 is half the grid's), taken
 // apart; 0.25's tie goes down. min(image, 6 x 2^-126) saturates at 6 (infinities too) and
 // takes NaN to 6 (min.f32 returns the number). Seven comparisons against the midpoints and a
-// branch per value (the obvious form) make the fp4 kernels about twice as long; the bit
-// arithmetic of the unscaled float with a separate path below 1 about 1.8x as many
-// instructions a value as this (SASS). tests/device/e2m1_exhaustive_gpu_test.cu checks every
-// float under every rule.
-// The product and the minimum are written in PTX without .ftz, so that no compiler flag
-// (-ftz=true, --use_fast_math) can flush the subnormal image to zero.
+// branch per value (the obvious form) take about twice the instructions, rounding the
+// unscaled float with a separate path below 1 about twice as many for ties toward zero
+// (SASS). tests/device/e2m1_exhaustive_gpu_test.cu checks every float under every rule.
+// The image is subnormal: every operation on it is PTX without .ftz (here and in
+// e2m1_round), so that no compiler flag (-ftz=true, --use_fast_math) flushes it to zero.
 __device__ __forceinline__ unsigned e2m1_magnitude(float v, ref::Rounding rounding) {
   float image_f;
   asm("{ .reg .f32 t; abs.f32 t, %1; mul.rp.f32 t, t, 0f00800000; min.f32 %0, t, 0f01C00000; }"  // 2^-126, 6 x 2^-126
@@ -122,8 +118,11 @@ __device__ __forceinline__ unsigned e2m1_code(float v, ref::Rounding rounding, r
 // fp4-simulated store, the fake quantisation): the magnitude's image (code << 22) times
 // +-2^126, exact (2 significant bits, a power of two).
 __device__ __forceinline__ float e2m1_round(float v, ref::Rounding rounding, ref::Fp4ZeroSign zero_sign) {
-  return __fmul_rn(__uint_as_float(e2m1_magnitude(v, rounding) << 22),
-                   e2m1_negative(v, zero_sign) ? -0x1p126f : 0x1p126f);
+  const float image = __uint_as_float(e2m1_magnitude(v, rounding) << 22);
+  const float factor = e2m1_negative(v, zero_sign) ? -0x1p126f : 0x1p126f;
+  float value;
+  asm("mul.rn.f32 %0, %1, %2;" : "=f"(value) : "f"(image), "f"(factor));
+  return value;
 }
 
 // Value of an e2m1 code: {0, .5, 1, 1.5, 2, 3, 4, 6}; for c >= 2 the bits of (1 + m/2) *

@@ -465,14 +465,14 @@ TEST(Ue8m0Variants, DisagreeExactlyOnThePredictedSetAtEveryBinade) {
   }
 }
 
-TEST(Ue8m0Variants, EveryWindowEndsBelowMantissa32) {
-  // device/head/quantize.cuh ue8m0_byte takes the exponent bits' ceiling from mantissa 32
-  // up and the logarithm below: every window must end below 32. The widest are 22 (|k|
-  // in [64, 128), k not -64).
+TEST(Ue8m0Variants, EveryWindowEndsBelowTheDevicesLogarithmBound) {
+  // device/head/quantize.cuh ue8m0_byte takes the exponent bits' ceiling from mantissa
+  // kLog2CeilMantissasBelow up and the logarithm below: every window must end below it.
+  // The widest are 22 (k in [64, 126] and [-126, -65]).
   uint32_t widest = 0;
   for (int k = -126; k <= 126; ++k) widest = std::max(widest, window(k));
   EXPECT_EQ(widest, 22u);
-  EXPECT_LT(widest, 32u);
+  EXPECT_LT(widest, kLog2CeilMantissasBelow);
 }
 
 TEST(Ue8m0Variants, DisagreeExactlyOnThePredictedSetOverWholeBinades) {
