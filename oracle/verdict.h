@@ -211,7 +211,7 @@ MetricVerdict compare_metric(const std::vector<double>& expected,
 // ---------------------------------------------------------------------------------------
 // 4. Determinism
 
-// Runs are numbered 1..runs; every run is compared with run 1.
+// Calls are numbered 1..runs; every call is compared with the first.
 struct DeterminismVerdict {
   bool pass = true;
   int runs = 0;

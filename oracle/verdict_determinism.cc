@@ -13,12 +13,12 @@ using verdict_detail::printf_string;
 std::string DeterminismVerdict::describe() const {
   std::string out;
   if (pass) {
-    out = printf_string("PASS determinism: all %d runs are bitwise identical (%lld bytes).", runs,
+    out = printf_string("PASS determinism: all %d calls are bitwise identical (%lld bytes).", runs,
                         static_cast<long long>(baseline_size));
   } else {
     out = printf_string(
-        "FAIL determinism: %d of the %d later runs differ from run 1; the first "
-        "is run %d",
+        "FAIL determinism: %d of the %d later calls differ from the first; the first "
+        "that does is call %d",
         differing_runs, runs - 1, first_differing_run);
     if (baseline_size != differing_size) {
       out += printf_string(", whose size differs (%lld bytes vs %lld)",
@@ -26,7 +26,7 @@ std::string DeterminismVerdict::describe() const {
                            static_cast<long long>(baseline_size));
     }
     if (first_byte >= 0) {
-      out += printf_string(", at byte %lld (run 1: 0x%02x, run %d: 0x%02x)",
+      out += printf_string(", at byte %lld (first call: 0x%02x, call %d: 0x%02x)",
                            static_cast<long long>(first_byte), baseline_byte, first_differing_run,
                            differing_byte);
     }

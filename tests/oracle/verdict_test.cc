@@ -1,7 +1,7 @@
 // Verdicts (oracle/verdict.h): the byte locator on paged caches built by the reference
 // codec, with byte offsets computed here by hand from the layout formula of
 // paged_cache.h; ulp distances, round-side flips and budgets on hand-made fp32 values;
-// calc_diff on hand-computed vectors; determinism of a callable that changes on run 3.
+// calc_diff on hand-computed vectors; determinism of a callable that changes on its third call.
 #include "oracle/verdict.h"
 
 #include <cmath>
@@ -449,7 +449,7 @@ TEST(CalcDiff, MetricVerdict) {
 
 // ---------------------------------------------------------------------------------------
 
-TEST(Determinism, DetectsAnOutputThatChangesOnRunThree) {
+TEST(Determinism, DetectsAnOutputThatChangesOnTheThirdCall) {
   int calls = 0;
   const auto run = [&calls] {
     ++calls;
@@ -465,7 +465,7 @@ TEST(Determinism, DetectsAnOutputThatChangesOnRunThree) {
   EXPECT_EQ(v.first_byte, 5);
   EXPECT_EQ(v.baseline_byte, 5);
   EXPECT_EQ(v.differing_byte, 0x55);
-  EXPECT_NE(v.describe().find("run 3"), std::string::npos) << v.describe();
+  EXPECT_NE(v.describe().find("call 3"), std::string::npos) << v.describe();
 }
 
 TEST(Determinism, RepeatableRunsPassButTheReportSaysThatIsNotCorrectness) {
