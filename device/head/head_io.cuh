@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "device/primitives/warp.cuh"
 
@@ -18,6 +19,15 @@ using HeadPart = float[HeadGroup<kLanes>::kValues];
 
 __device__ __forceinline__ float to_bf16_and_back(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+// The 32 bits of a bf16 pair, .x in the low half (its layout in memory), read through
+// memcpy: a pointer cast to unsigned would break the aliasing rules; nvcc compiles either
+// to no instruction.
+__device__ __forceinline__ unsigned bf16_pair_bits(__nv_bfloat162 pair) {
+  unsigned bits;
+  memcpy(&bits, &pair, sizeof bits);
+  return bits;
 }
 
 // Every value of the lane rounded to bf16 and widened back, two a conversion: cvt.rn.bf16x2
@@ -31,8 +41,7 @@ __device__ __forceinline__ void round_head_bf16(bool enabled, HeadPart<kLanes>& 
   static_assert(HeadGroup<kLanes>::kValues % 2 == 0, "pairs");
 #pragma unroll
   for (int i = 0; i < HeadGroup<kLanes>::kValues; i += 2) {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(x[i], x[i + 1]);
-    const unsigned bits = *reinterpret_cast<const unsigned*>(&pair);
+    const unsigned bits = bf16_pair_bits(__floats2bfloat162_rn(x[i], x[i + 1]));
     x[i] = __uint_as_float(bits << 16);
     x[i + 1] = __uint_as_float(bits & 0xffff0000u);
   }
@@ -94,8 +103,7 @@ __device__ __forceinline__ void store_bf16(Value value, uint8_t* dst) {
     unsigned w[kChunk / 2];
 #pragma unroll
     for (int i = 0; i < kChunk / 2; ++i) {
-      const __nv_bfloat162 pair = __floats2bfloat162_rn(value(c + 2 * i), value(c + 2 * i + 1));  // .x low
-      w[i] = *reinterpret_cast<const unsigned*>(&pair);
+      w[i] = bf16_pair_bits(__floats2bfloat162_rn(value(c + 2 * i), value(c + 2 * i + 1)));  // .x low
     }
     store_words<kChunk / 2, kAlign>(dst + 2 * c, w);
   }
