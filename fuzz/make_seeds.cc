@@ -1,13 +1,15 @@
 // File: make_seeds.cc
 // Writes the seed corpora of the fuzz targets, so that no binary seeds are committed:
 //   fuzz_make_seeds OUT   ->  OUT/safetensors/  OUT/recipe_json/  OUT/page_table/
+//                             OUT/cli_arguments/  OUT/shard_merge/
 //                             OUT/hdf5_fixture/  OUT/fixture_schema/ (with
 //                             DSAF_FUZZ_HAVE_FIXTURE: fixtures/fixture.h exists)
 // Seeds are small valid inputs (each exercises the accept path) plus a few near misses.
 // Recipe seeds are the presets as recipe_to_json writes them; page-table seeds use the
 // encoder in page_table_input.h, so they follow the target's byte format; HDF5 seeds are
 // the fixtures of tiny_fixture.h (string attributes rewritten as fixed-length strings,
-// see fix_string_attrs); fixture-schema seeds are short edit lists.
+// see fix_string_attrs); fixture-schema seeds are short edit lists; shard-merge seeds are
+// the shard files of a tiny sweep and needle, one a line.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +23,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/page_table_input.h"
+#include "oracle/shard_files.h"
+#include "oracle/shard_plan.h"
 #ifdef DSAF_FUZZ_HAVE_FIXTURE
 #include "fixtures/cache_capture.h"
 #include "fixtures/fixture.h"
@@ -142,6 +146,55 @@ void cli_argument_seeds(const fs::path& dir) {
       {"seeds", std::string("18446744073709551615\0") + "-1\0" + "184467440737095516150\0"},
   };
   for (const auto& [name, text] : seeds) write_text(dir / (name + ".txt"), text);
+}
+
+// fuzz_shard_merge: the shard files of a tiny study, one a line: all shards (1 and 2 of
+// them), and near misses (a shard missing, one given twice).
+template <class Config, class Unit, class RunUnits, class ShardJson>
+void study_shard_seeds(const fs::path& dir, const std::string& study, const Config& config,
+                       const std::vector<Unit>& units, RunUnits run_units, ShardJson shard_json) {
+  namespace o = dsaf::oracle;
+  const o::ShardOrigin origin{"0.0.0", "seed", "dsa-fidelity " + study + " ...", ""};
+  for (const int count : {1, 2}) {
+    std::vector<std::string> lines;
+    for (int i = 0; i < count; ++i) {
+      const o::Shard shard{i, count};
+      const auto results = run_units(config, o::units_of_shard(units, shard), nullptr);
+      lines.push_back(o::shard_file_text(shard_json(config, shard, origin, results)));
+    }
+    std::string all;
+    for (const std::string& line : lines) all += line;
+    write_text(dir / (study + "_" + std::to_string(count) + "_of_" + std::to_string(count) + ".txt"), all);
+    if (count == 2) {
+      write_text(dir / (study + "_missing_shard.txt"), lines[1]);
+      write_text(dir / (study + "_repeated_shard.txt"), lines[0] + lines[0]);
+    }
+  }
+}
+
+void shard_merge_seeds(const fs::path& dir) {
+  namespace o = dsaf::oracle;
+  o::SyntheticSpec activations;
+  activations.num_heads = 2;
+  o::SweepConfig sweep;
+  sweep.recipes = {dsaf::ref::preset("dsv32-ref")};
+  sweep.contexts = {64, 96};
+  sweep.seeds = {1};
+  sweep.queries = 2;
+  sweep.topk = 4;
+  sweep.activations = activations;
+  study_shard_seeds(dir, "sweep", sweep, o::sweep_units(o::sweep_layout(sweep)), o::run_sweep_units,
+                    o::sweep_shard_json);
+  o::NeedleConfig needle;
+  needle.recipes = {dsaf::ref::preset("sglang-v4-fp8")};
+  needle.contexts = {64, 96};
+  needle.depths = {0.5};
+  needle.margins = {0.1};
+  needle.trials = 1;
+  needle.topk = 4;
+  needle.activations = activations;
+  study_shard_seeds(dir, "needle", needle, o::needle_units(o::needle_layout(needle)), o::run_needle_units,
+                    o::needle_shard_json);
 }
 
 void page_table_seeds(const fs::path& dir) {
@@ -324,11 +377,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path out = argv[1];
-  for (const char* sub : {"safetensors", "recipe_json", "page_table", "cli_arguments"}) fs::create_directories(out / sub);
+  for (const char* sub : {"safetensors", "recipe_json", "page_table", "cli_arguments", "shard_merge"}) {
+    fs::create_directories(out / sub);
+  }
   cli_argument_seeds(out / "cli_arguments");
   safetensors_seeds(out / "safetensors");
   recipe_seeds(out / "recipe_json");
   page_table_seeds(out / "page_table");
+  shard_merge_seeds(out / "shard_merge");
 #ifdef DSAF_FUZZ_HAVE_FIXTURE
   fs::create_directories(out / "hdf5_fixture");
   hdf5_fixture_seeds(out / "hdf5_fixture");

@@ -421,10 +421,15 @@ NeedleLayout needle_layout(const NeedleConfig& config) {
 
 std::vector<NeedleUnit> needle_units(const NeedleLayout& layout) {
   std::vector<NeedleUnit> units;
+  units.reserve(needle_unit_count(layout));
   for (const int64_t n : layout.contexts) {
     for (int trial = 1; trial <= layout.trials; ++trial) units.push_back({n, trial});
   }
   return units;
+}
+
+uint64_t needle_unit_count(const NeedleLayout& layout) {
+  return static_cast<uint64_t>(layout.contexts.size()) * static_cast<uint64_t>(std::max(layout.trials, 0));
 }
 
 std::vector<NeedleUnitResult> run_needle_units(const NeedleConfig& config, const std::vector<NeedleUnit>& units,

@@ -144,6 +144,8 @@ NeedleResult run_needle(const NeedleConfig& config, const Progress& progress);
 NeedleLayout needle_layout(const NeedleConfig& config);
 // Every unit of a layout, in canonical order; a unit's cost (shard_plan.h) is its context.
 std::vector<NeedleUnit> needle_units(const NeedleLayout& layout);
+// needle_units(layout).size(), without listing them (as sweep_unit_count).
+uint64_t needle_unit_count(const NeedleLayout& layout);
 // Runs `units` (of needle_units(needle_layout(config))) in the order given, progress after
 // each.
 std::vector<NeedleUnitResult> run_needle_units(const NeedleConfig& config, const std::vector<NeedleUnit>& units,

@@ -5,7 +5,9 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -28,6 +30,45 @@ json exact_json(double value) {
 json exact_json(const std::vector<double>& values) {
   json out = json::array();
   for (const double v : values) out.push_back(exact_json(v));
+  return out;
+}
+
+// An integer field read exactly: a JSON integer (not a number with a fraction or an
+// exponent such as 2.5 or 1e3) that Int holds. nlohmann's get<Int> converts a float to
+// Int (undefined behaviour out of range) and wraps an integer Int cannot hold, so a
+// damaged file could name another shard or context without an error.
+template <class Int>
+Int exact_integer(const json& j, const std::string& name) {
+  constexpr auto kMin = std::numeric_limits<Int>::min();
+  constexpr auto kMax = std::numeric_limits<Int>::max();
+  bool fits = false;
+  if (j.is_number_unsigned()) {
+    fits = j.get<uint64_t>() <= static_cast<uint64_t>(kMax);
+  } else if (j.is_number_integer()) {
+    const int64_t v = j.get<int64_t>();
+    fits = v >= 0 ? static_cast<uint64_t>(v) <= static_cast<uint64_t>(kMax)
+                  : std::is_signed_v<Int> && v >= static_cast<int64_t>(kMin);
+  }
+  if (!fits) {
+    const std::string text = j.dump();
+    const std::string shown = text.size() > 40 ? text.substr(0, 40) + "..." : text;
+    throw_bad_input(fmt::format("{} is {}, not an integer in [{}, {}]", name, shown, kMin, kMax));
+  }
+  return j.is_number_unsigned() ? static_cast<Int>(j.get<uint64_t>()) : static_cast<Int>(j.get<int64_t>());
+}
+
+template <class Int>
+Int integer_at(const json& object, const char* key) {
+  return exact_integer<Int>(object.at(key), key);
+}
+
+template <class Int>
+std::vector<Int> integers_at(const json& object, const char* key) {
+  const json& values = object.at(key);
+  if (!values.is_array()) throw_bad_input(fmt::format("{} is not an array", key));
+  std::vector<Int> out;
+  out.reserve(values.size());
+  for (const json& v : values) out.push_back(exact_integer<Int>(v, key));
   return out;
 }
 
@@ -125,8 +166,8 @@ std::vector<const ShardFile*> check_shard_set(const std::vector<ShardFile>& file
   std::map<int, const ShardFile*> by_index;
   int count = 0;
   for (const ShardFile& file : files) {
-    const int index = reading(file, [&] { return file.json.at("shard").at("index").get<int>(); });
-    const int file_count = reading(file, [&] { return file.json.at("shard").at("count").get<int>(); });
+    const int index = reading(file, [&] { return integer_at<int>(file.json.at("shard"), "index"); });
+    const int file_count = reading(file, [&] { return integer_at<int>(file.json.at("shard"), "count"); });
     if (&file == &first) count = file_count;
     if (file_count != count) {
       throw_bad_input(fmt::format("merge: '{}' is shard {} of {} but '{}' of {}: shards of one --shard count only",
@@ -192,12 +233,24 @@ std::vector<UnitResult> gather_units(const std::vector<const ShardFile*>& shards
 
 // The merge of either study: its shard files checked as a set, the layout read from the
 // first, the units gathered in canonical order and reduced.
-template <class Layout, class UnitResult, class ReadLayout, class ListUnits, class ReadUnit, class Reduce>
+template <class Layout, class UnitResult, class ReadLayout, class CountUnits, class ListUnits, class ReadUnit,
+          class Reduce>
 auto merge_shards(const std::vector<ShardFile>& files, const std::string& study, ReadLayout read_layout,
-                  ListUnits list_units, ReadUnit read_unit, Reduce reduce) {
+                  CountUnits count_units, ListUnits list_units, ReadUnit read_unit, Reduce reduce) {
   const std::vector<const ShardFile*> shards = check_shard_set(files, study);
   const ShardFile& first = *shards.front();
   const Layout layout = reading(first, [&] { return read_layout(first.json.at("config")); });
+  // The study's units are listed only when the files hold as many: its configuration comes
+  // from a file, and a damaged one may name more units than memory holds.
+  uint64_t held = 0;
+  for (const ShardFile* file : shards) {
+    const json& units = reading(*file, [&]() -> const json& { return file->json.at("units"); });
+    held += units.is_array() ? units.size() : 0;
+  }
+  if (count_units(layout) != held) {
+    throw_bad_input(fmt::format("merge: the configuration in '{}' names {} units; the {} shard files hold {}",
+                                first.path, count_units(layout), shards.size(), held));
+  }
   const std::vector<UnitResult> units = gather_units<UnitResult>(shards, list_units(layout), read_unit);
   using Result = decltype(reduce(layout, units));
   return MergedShards<Result>{reading(first, [&] { return reduce(layout, units); }),
@@ -232,12 +285,12 @@ json sweep_config_json(const SweepConfig& config, const SweepLayout& layout) {
 
 SweepLayout sweep_layout_from_json(const json& config) {
   SweepLayout layout;
-  layout.topk = config.at("topk").get<int>();
-  layout.queries = config.at("queries").get<int>();
-  layout.page_size = config.at("page_size").get<int>();
-  layout.seeds = config.at("seeds").get<std::vector<uint64_t>>();
+  layout.topk = integer_at<int>(config, "topk");
+  layout.queries = integer_at<int>(config, "queries");
+  layout.page_size = integer_at<int>(config, "page_size");
+  layout.seeds = integers_at<uint64_t>(config, "seeds");
   layout.activations = config.at("activations");
-  layout.contexts = config.at("contexts").get<std::vector<int64_t>>();
+  layout.contexts = integers_at<int64_t>(config, "contexts");
   for (const json& s : config.at("studied")) {
     layout.studied.push_back(
         {s.at("recipe").get<std::string>(), s.at("variant_of").get<std::string>(), s.at("stage").get<std::string>()});
@@ -292,7 +345,7 @@ std::vector<RowMetrics> rows_from_json(const json& columns) {
   const json& changed = column("changed");
   for (size_t j = 0; j < count; ++j) {
     rows[j].threshold_valid = valid[j].get<bool>();
-    rows[j].changed = changed[j].get<int>();
+    rows[j].changed = exact_integer<int>(changed[j], "rows.changed");
   }
   return rows;
 }
@@ -307,10 +360,10 @@ json sweep_unit_json(const SweepUnitResult& u) {
 
 SweepUnitResult sweep_unit_from_json(const json& j) {
   SweepUnitResult u;
-  u.unit = {j.at("context").get<int64_t>(), j.at("seed").get<uint64_t>()};
+  u.unit = {integer_at<int64_t>(j, "context"), integer_at<uint64_t>(j, "seed")};
   for (const json& s : j.at("studied")) {
     u.rows.push_back(rows_from_json(s.at("rows")));
-    u.score_ulp_histograms.push_back(s.at("score_ulp_histogram").get<std::vector<int64_t>>());
+    u.score_ulp_histograms.push_back(integers_at<int64_t>(s, "score_ulp_histogram"));
   }
   return u;
 }
@@ -333,13 +386,13 @@ json needle_config_json(const NeedleConfig& config, const NeedleLayout& layout) 
 
 NeedleLayout needle_layout_from_json(const json& config) {
   NeedleLayout layout;
-  layout.topk = config.at("topk").get<int>();
+  layout.topk = integer_at<int>(config, "topk");
   for (const json& d : config.at("depths")) layout.depths.push_back(exact_double(d));
   for (const json& m : config.at("margins")) layout.margins.push_back(exact_double(m));
-  layout.trials = config.at("trials").get<int>();
-  layout.reference_context = config.at("reference_context").get<int64_t>();
+  layout.trials = integer_at<int>(config, "trials");
+  layout.reference_context = integer_at<int64_t>(config, "reference_context");
   layout.activations = config.at("activations");
-  layout.contexts = config.at("contexts").get<std::vector<int64_t>>();
+  layout.contexts = integers_at<int64_t>(config, "contexts");
   layout.recipes = config.at("recipe_names").get<std::vector<std::string>>();
   layout.device = config.value("device", json());
   return layout;
@@ -371,22 +424,22 @@ json case_json(const NeedleCase& c) {
 
 NeedleCase case_from_json(const json& j) {
   NeedleCase c;
-  c.context = j.at("context").get<int64_t>();
-  c.trial = j.at("trial").get<int>();
+  c.context = integer_at<int64_t>(j, "context");
+  c.trial = integer_at<int>(j, "trial");
   c.depth = exact_double(j.at("depth"));
-  c.position = j.at("position").get<int64_t>();
+  c.position = integer_at<int64_t>(j, "position");
   c.margin = exact_double(j.at("margin"));
   c.tau = exact_double(j.at("tau"));
   c.sigma = exact_double(j.at("sigma"));
-  c.reference_keys = j.at("reference_keys").get<int64_t>();
+  c.reference_keys = integer_at<int64_t>(j, "reference_keys");
   c.model_recipes = j.at("model_recipes").get<std::vector<std::string>>();
   c.reachable = j.at("reachable").get<bool>();
   c.beta = exact_double(j.at("beta"));
   c.needle_exact_score = exact_double(j.at("needle_exact_score"));
   c.achieved_margin = exact_double(j.at("achieved_margin"));
-  c.exact_rank = j.at("exact_rank").get<int64_t>();
+  c.exact_rank = integer_at<int64_t>(j, "exact_rank");
   for (const json& o : j.at("recipes")) {
-    c.recipes.push_back({o.at("recipe").get<std::string>(), o.at("rank").get<int64_t>(), o.at("retained").get<bool>(),
+    c.recipes.push_back({o.at("recipe").get<std::string>(), integer_at<int64_t>(o, "rank"), o.at("retained").get<bool>(),
                          exact_double(o.at("score"))});
   }
   c.best_exact_score_found = exact_double(j.at("best_exact_score_found"));
@@ -402,7 +455,7 @@ json needle_unit_json(const NeedleUnitResult& u) {
 
 NeedleUnitResult needle_unit_from_json(const json& j) {
   NeedleUnitResult u;
-  u.unit = {j.at("context").get<int64_t>(), j.at("trial").get<int>()};
+  u.unit = {integer_at<int64_t>(j, "context"), integer_at<int>(j, "trial")};
   for (const json& c : j.at("cases")) {
     u.cases.push_back(case_from_json(c));
     if (u.cases.back().context != u.unit.context || u.cases.back().trial != u.unit.trial) {
@@ -453,13 +506,13 @@ std::string shard_study(const ShardFile& file) {
 }
 
 MergedShards<SweepResult> merge_sweep_shards(const std::vector<ShardFile>& files) {
-  return merge_shards<SweepLayout, SweepUnitResult>(files, "sweep", sweep_layout_from_json, sweep_units,
-                                                    sweep_unit_from_json, reduce_sweep);
+  return merge_shards<SweepLayout, SweepUnitResult>(files, "sweep", sweep_layout_from_json, sweep_unit_count,
+                                                    sweep_units, sweep_unit_from_json, reduce_sweep);
 }
 
 MergedShards<NeedleResult> merge_needle_shards(const std::vector<ShardFile>& files) {
-  return merge_shards<NeedleLayout, NeedleUnitResult>(files, "needle", needle_layout_from_json, needle_units,
-                                                      needle_unit_from_json, reduce_needle);
+  return merge_shards<NeedleLayout, NeedleUnitResult>(files, "needle", needle_layout_from_json, needle_unit_count,
+                                                      needle_units, needle_unit_from_json, reduce_needle);
 }
 
 }  // namespace dsaf::oracle

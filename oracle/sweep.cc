@@ -197,10 +197,15 @@ std::vector<SweepUnit> sweep_units(const SweepLayout& layout) {
   // A fixture is one fixed set of activations: one pass, whatever the seeds say.
   const std::vector<uint64_t> seeds = layout.seeds.empty() ? std::vector<uint64_t>{0} : layout.seeds;
   std::vector<SweepUnit> units;
+  units.reserve(sweep_unit_count(layout));
   for (const int64_t n : layout.contexts) {
     for (const uint64_t seed : seeds) units.push_back({n, seed});
   }
   return units;
+}
+
+uint64_t sweep_unit_count(const SweepLayout& layout) {
+  return static_cast<uint64_t>(layout.contexts.size()) * std::max<uint64_t>(1, layout.seeds.size());
 }
 
 std::vector<SweepUnitResult> run_sweep_units(const SweepConfig& config, const std::vector<SweepUnit>& units,

@@ -126,6 +126,9 @@ SweepResult run_sweep(const SweepConfig& config, const Progress& progress);
 SweepLayout sweep_layout(const SweepConfig& config);
 // Every unit of a layout, in canonical order; a unit's cost (shard_plan.h) is its context.
 std::vector<SweepUnit> sweep_units(const SweepLayout& layout);
+// sweep_units(layout).size(), without listing them (merge checks it against the units its
+// files hold before it lists them: a damaged configuration may name ~10^12 units).
+uint64_t sweep_unit_count(const SweepLayout& layout);
 // Runs `units` (of sweep_units(sweep_layout(config))) in the order given, progress after
 // each (unit, studied recipe).
 std::vector<SweepUnitResult> run_sweep_units(const SweepConfig& config, const std::vector<SweepUnit>& units,

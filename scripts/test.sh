@@ -49,7 +49,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   # seeds, so that a broken fuzzer fails CI (docs/fuzzing.md has the long runs). libhdf5
   # 1.10 itself crashes or hangs on some damaged files within a few hundred mutations
   # (fuzz/crashes/README.md), so the raw-bytes HDF5 targets run over their seeds only.
-  scripts/fuzz.sh -runs=2000 fuzz_safetensors fuzz_recipe_json fuzz_page_table fuzz_cli_arguments
+  scripts/fuzz.sh -runs=2000 fuzz_safetensors fuzz_recipe_json fuzz_page_table fuzz_cli_arguments fuzz_shard_merge
   if [ -f fixtures/fixture.h ]; then
     scripts/fuzz.sh -runs=2000 fuzz_fixture_schema
     scripts/fuzz.sh -runs=0 fuzz_hdf5_fixture fuzz_cache_capture

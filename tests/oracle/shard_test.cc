@@ -134,7 +134,8 @@ bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; 
 
 // A unit's numbers that JSON has no literal for (a study reaches them when sigma is 0 or a
 // score overflows) come back as the same doubles.
-TEST(ShardFiles, NonFiniteAndSignedZeroNumbersSurviveAShardFile) {
+// A needle of one unit: context 64, one trial, one depth and margin, the exact recipe.
+NeedleConfig one_unit_needle() {
   NeedleConfig config;
   config.recipes = {ref::preset("exact")};
   config.contexts = {64};
@@ -143,6 +144,11 @@ TEST(ShardFiles, NonFiniteAndSignedZeroNumbersSurviveAShardFile) {
   config.trials = 1;
   config.topk = 4;
   config.activations = small_spec();
+  return config;
+}
+
+TEST(ShardFiles, NonFiniteAndSignedZeroNumbersSurviveAShardFile) {
+  const NeedleConfig config = one_unit_needle();
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   NeedleCase c;
@@ -172,6 +178,48 @@ TEST(ShardFiles, NonFiniteAndSignedZeroNumbersSurviveAShardFile) {
   EXPECT_TRUE(std::isnan(back.achieved_margin) && std::signbit(back.achieved_margin));
   ASSERT_EQ(back.recipes.size(), 1u);
   EXPECT_TRUE(same_bits(back.recipes[0].score, c.recipes[0].score));
+}
+
+// Integers in a shard file are read exactly: a value with a fraction or an exponent, or one
+// the field's type cannot hold, is refused (kBadInput naming the field), never converted.
+// A count of 2^32 + 1 would wrap to 1 in an int and pass for the one shard of a study; the
+// float 6.4e106 as a context was undefined behaviour (the fuzz_shard_merge target's find).
+// And a configuration naming more units than the files hold is refused before they are listed.
+TEST(ShardFiles, IntegersAreReadExactlyAndUnitCountsCheckedBeforeListing) {
+  const NeedleConfig config = one_unit_needle();
+  const auto units = run_needle_units(config, needle_units(needle_layout(config)), nullptr);
+  const nlohmann::json valid =
+      nlohmann::json::parse(shard_file_text(needle_shard_json(config, Shard{0, 1}, origin(), units)));
+  ASSERT_NO_THROW(merge_needle_shards({{"valid.json", valid}}));
+  const struct {
+    const char* pointer;
+    nlohmann::json value;
+    const char* field;
+  } edits[] = {
+      {"/shard/count", 4294967297ull, "count"},  // 2^32 + 1
+      {"/shard/index", -4294967296ll, "index"},  // -2^32
+      {"/shard/count", 1.0, "count"},
+      {"/units/0/cases/0/context", 6.4e106, "context"},
+      {"/units/0/context", 64.5, "context"},
+      {"/units/0/trial", 2147483648ull, "trial"},  // 2^31
+      {"/config/topk", -4.0, "topk"},
+      {"/config/contexts/0", 1e3, "contexts"},
+      {"/units/0/cases/0/recipes/0/rank", 9223372036854775808ull, "rank"},  // 2^63
+      // Listing 2^31 - 1 units would take ~32 GB: refused before, by the files' unit count.
+      {"/config/trials", 2147483647, "names 2147483647 units"},
+  };
+  for (const auto& edit : edits) {
+    nlohmann::json file = valid;
+    file[nlohmann::json::json_pointer(edit.pointer)] = edit.value;
+    try {
+      merge_needle_shards({{"edited.json", file}});
+      ADD_FAILURE() << edit.pointer << " = " << edit.value.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << edit.pointer;
+      EXPECT_NE(std::string(e.what()).find(edit.field), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("edited.json"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
