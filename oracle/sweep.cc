@@ -298,7 +298,13 @@ SweepResult reduce_sweep(const SweepLayout& layout, const std::vector<SweepUnitR
       all.insert(all.end(), unit.rows[i].begin(), unit.rows[i].end());
       auto& hist = ulp_histogram_of[key];
       hist.resize(kUlpBuckets, 0);
-      for (int b = 0; b < kUlpBuckets; ++b) hist[b] += unit.score_ulp_histograms[i][b];
+      for (int b = 0; b < kUlpBuckets; ++b) {
+        // Counts from a shard file: negative ones or a sum past int64 are no study's.
+        const int64_t count = unit.score_ulp_histograms[i][b];
+        if (count < 0 || __builtin_add_overflow(hist[b], count, &hist[b])) {
+          throw_bad_input(fmt::format("sweep: unit {} has a histogram count {} that no study makes", u, count));
+        }
+      }
     }
   }
 
@@ -325,7 +331,12 @@ SweepResult reduce_sweep(const SweepLayout& layout, const std::vector<SweepUnitR
       a.recipe = s.variant_of;
       a.context = n;
       a.stage = s.stage;
-      a.recall_loss = loss.at({s.variant_of, n});
+      const auto base = loss.find({s.variant_of, n});
+      if (base == loss.end()) {
+        throw_bad_input(fmt::format("sweep: '{}' is a variant of '{}', which the study does not hold", s.recipe,
+                                    s.variant_of));
+      }
+      a.recall_loss = base->second;
       a.recall_loss_with_stage_exact = loss.at({s.recipe, n});
       a.accounted = a.recall_loss - a.recall_loss_with_stage_exact;
       result.attribution.push_back(std::move(a));

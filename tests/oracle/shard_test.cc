@@ -147,6 +147,47 @@ NeedleConfig one_unit_needle() {
   return config;
 }
 
+// A sweep's shard file whose studied recipes or histograms no study makes is refused
+// (kBadInput), not merged: a variant of a recipe the study does not hold (std::out_of_range
+// escaped reduce_sweep before; the fuzz_shard_merge target's second find), a negative
+// count, counts whose sum passes int64.
+TEST(ShardFiles, SweepStudiedRecipesAndHistogramsAreChecked) {
+  SweepConfig config;
+  config.recipes = {ref::preset("dsv32-ref")};
+  config.contexts = {96};
+  config.seeds = {11, 12};
+  config.queries = 2;
+  config.topk = 8;
+  config.activations = small_spec();
+  const auto units = run_sweep_units(config, sweep_units(sweep_layout(config)), nullptr);
+  const nlohmann::json valid =
+      nlohmann::json::parse(shard_file_text(sweep_shard_json(config, Shard{0, 1}, origin(), units)));
+  ASSERT_NO_THROW(merge_sweep_shards({{"valid.json", valid}}));
+  const struct {
+    const char* pointer;
+    nlohmann::json value;
+    const char* why;
+  } edits[] = {
+      {"/config/studied/0/variant_of", "no-such-recipe", "which the study does not hold"},
+      {"/units/0/studied/0/score_ulp_histogram/0", -1, "histogram count -1"},
+      {"/units/0/studied/0/score_ulp_histogram/1", 9223372036854775807ll, "histogram count"},
+  };
+  for (const auto& edit : edits) {
+    nlohmann::json file = valid;
+    file[nlohmann::json::json_pointer(edit.pointer)] = edit.value;
+    if (std::string(edit.pointer).rfind("/units/0/", 0) == 0) {  // the same count in both units: the sum overflows
+      file[nlohmann::json::json_pointer("/units/1/" + std::string(edit.pointer).substr(9))] = edit.value;
+    }
+    try {
+      merge_sweep_shards({{"edited.json", file}});
+      ADD_FAILURE() << edit.pointer << " = " << edit.value.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << edit.pointer;
+      EXPECT_NE(std::string(e.what()).find(edit.why), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ShardFiles, NonFiniteAndSignedZeroNumbersSurviveAShardFile) {
   const NeedleConfig config = one_unit_needle();
   const double inf = std::numeric_limits<double>::infinity();
