@@ -147,6 +147,34 @@ NeedleConfig one_unit_needle() {
   return config;
 }
 
+// A change of a valid shard file: `value` at `pointer` (and at `also`, when not empty).
+struct ShardEdit {
+  std::string pointer;
+  nlohmann::json value;
+  std::string expected;  // a part of the refusal's message
+  std::string also;
+};
+
+// Each edit of `valid` is refused by `merge` as kBadInput, the message naming the file and
+// holding the edit's expected text.
+template <class Merge>
+void expect_edits_refused(const nlohmann::json& valid, Merge merge, const std::vector<ShardEdit>& edits) {
+  ASSERT_NO_THROW(merge({{"valid.json", valid}}));
+  for (const ShardEdit& edit : edits) {
+    nlohmann::json file = valid;
+    file[nlohmann::json::json_pointer(edit.pointer)] = edit.value;
+    if (!edit.also.empty()) file[nlohmann::json::json_pointer(edit.also)] = edit.value;
+    try {
+      merge({{"edited.json", file}});
+      ADD_FAILURE() << edit.pointer << " = " << edit.value.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << edit.pointer;
+      EXPECT_NE(std::string(e.what()).find(edit.expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("edited.json"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A sweep's shard file whose studied recipes or histograms no study makes is refused
 // (kBadInput), not merged: a variant of a recipe the study does not hold (std::out_of_range
 // escaped reduce_sweep before; the fuzz_shard_merge target's second find), a negative
@@ -162,30 +190,12 @@ TEST(ShardFiles, SweepStudiedRecipesAndHistogramsAreChecked) {
   const auto units = run_sweep_units(config, sweep_units(sweep_layout(config)), nullptr);
   const nlohmann::json valid =
       nlohmann::json::parse(shard_file_text(sweep_shard_json(config, Shard{0, 1}, origin(), units)));
-  ASSERT_NO_THROW(merge_sweep_shards({{"valid.json", valid}}));
-  const struct {
-    const char* pointer;
-    nlohmann::json value;
-    const char* why;
-  } edits[] = {
-      {"/config/studied/0/variant_of", "no-such-recipe", "which the study does not hold"},
-      {"/units/0/studied/0/score_ulp_histogram/0", -1, "histogram count -1"},
-      {"/units/0/studied/0/score_ulp_histogram/1", 9223372036854775807ll, "histogram count"},
-  };
-  for (const auto& edit : edits) {
-    nlohmann::json file = valid;
-    file[nlohmann::json::json_pointer(edit.pointer)] = edit.value;
-    if (std::string(edit.pointer).rfind("/units/0/", 0) == 0) {  // the same count in both units: the sum overflows
-      file[nlohmann::json::json_pointer("/units/1/" + std::string(edit.pointer).substr(9))] = edit.value;
-    }
-    try {
-      merge_sweep_shards({{"edited.json", file}});
-      ADD_FAILURE() << edit.pointer << " = " << edit.value.dump() << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << edit.pointer;
-      EXPECT_NE(std::string(e.what()).find(edit.why), std::string::npos) << e.what();
-    }
-  }
+  expect_edits_refused(valid, merge_sweep_shards,
+                       {{"/config/studied/0/variant_of", "no-such-recipe", "which the study does not hold"},
+                        {"/units/0/studied/0/score_ulp_histogram/0", -1, "histogram count -1"},
+                        // the same count in both units: their sum passes int64
+                        {"/units/0/studied/0/score_ulp_histogram/1", 9223372036854775807ll, "histogram count",
+                         "/units/1/studied/0/score_ulp_histogram/1"}});
 }
 
 TEST(ShardFiles, NonFiniteAndSignedZeroNumbersSurviveAShardFile) {
@@ -231,12 +241,7 @@ TEST(ShardFiles, IntegersAreReadExactlyAndUnitCountsCheckedBeforeListing) {
   const auto units = run_needle_units(config, needle_units(needle_layout(config)), nullptr);
   const nlohmann::json valid =
       nlohmann::json::parse(shard_file_text(needle_shard_json(config, Shard{0, 1}, origin(), units)));
-  ASSERT_NO_THROW(merge_needle_shards({{"valid.json", valid}}));
-  const struct {
-    const char* pointer;
-    nlohmann::json value;
-    const char* field;
-  } edits[] = {
+  expect_edits_refused(valid, merge_needle_shards, {
       {"/shard/count", 4294967297ull, "count"},  // 2^32 + 1
       {"/shard/index", -4294967296ll, "index"},  // -2^32
       {"/shard/count", 1.0, "count"},
@@ -248,19 +253,7 @@ TEST(ShardFiles, IntegersAreReadExactlyAndUnitCountsCheckedBeforeListing) {
       {"/units/0/cases/0/recipes/0/rank", 9223372036854775808ull, "rank"},  // 2^63
       // Listing 2^31 - 1 units would take ~32 GB: refused before, by the files' unit count.
       {"/config/trials", 2147483647, "names 2147483647 units"},
-  };
-  for (const auto& edit : edits) {
-    nlohmann::json file = valid;
-    file[nlohmann::json::json_pointer(edit.pointer)] = edit.value;
-    try {
-      merge_needle_shards({{"edited.json", file}});
-      ADD_FAILURE() << edit.pointer << " = " << edit.value.dump() << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << edit.pointer;
-      EXPECT_NE(std::string(e.what()).find(edit.field), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("edited.json"), std::string::npos) << e.what();
-    }
-  }
+  });
 }
 
 }  // namespace
