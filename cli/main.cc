@@ -592,9 +592,6 @@ int main(int argc, char** argv) {
       config.contexts = contexts;
       config.depths = dsaf::cli::with_flag("--depths", [&] { return dsaf::cli::parse_reals(depths_text); });
       config.margins = dsaf::cli::with_flag("--margins", [&] { return dsaf::cli::parse_reals(margins_text); });
-      for (const double m : config.margins) {
-        if (!(m >= 0)) throw dsaf::Error(dsaf::ErrorKind::kUsage, fmt::format("--margins: {} is below 0 sigma", m));
-      }
       config.trials = trials;
       config.topk = topk;
       if (!reference_text.empty()) {

@@ -386,21 +386,32 @@ int64_t needle_peak_bytes(const NeedleConfig& config) {
          distinct_rope_tables(config.recipes) * n * kRopeBytesPerPosition + kStudyBaseBytes + device;
 }
 
+void check_needle_layout(const NeedleLayout& layout, ErrorKind kind) {
+  const auto refuse = [kind](const std::string& why) { throw Error(kind, "needle: " + why); };
+  if (layout.recipes.empty()) refuse("recipes: none");
+  if (layout.contexts.empty()) refuse("contexts: none");
+  for (const int64_t n : layout.contexts) {
+    if (n < 2) refuse(fmt::format("contexts: {} is not >= 2", n));
+  }
+  if (layout.depths.empty()) refuse("depths: none");
+  for (const double d : layout.depths) {
+    if (!(d >= 0.0 && d <= 1.0)) refuse(fmt::format("depths: {} is not in [0, 1]", d));
+  }
+  if (layout.margins.empty()) refuse("margins: none");
+  for (const double m : layout.margins) {
+    if (!(m >= 0.0 && std::isfinite(m))) refuse(fmt::format("margins: {} is not a finite number >= 0 sigma", m));
+  }
+  if (layout.trials < 1) refuse(fmt::format("trials: {} is not >= 1", layout.trials));
+  if (layout.topk < 1) refuse(fmt::format("topk: {} is not >= 1", layout.topk));
+  if (layout.reference_context != 0 && layout.reference_context < 2) {
+    refuse(fmt::format("reference_context: {} is not >= 2 (or 0: each needle's own context)",
+                       layout.reference_context));
+  }
+}
+
 NeedleLayout needle_layout(const NeedleConfig& config) {
-  if (config.recipes.empty() || config.contexts.empty() || config.depths.empty() ||
-      config.margins.empty() || config.trials < 1 || config.topk < 1) {
-    throw Error(ErrorKind::kUsage, "needle: need recipes, contexts, depths, margins, trials >= 1, topk >= 1");
-  }
-  for (double d : config.depths) {
-    if (!(d >= 0.0 && d <= 1.0)) throw Error(ErrorKind::kUsage, "needle: depths must lie in [0, 1]");
-  }
-  if (config.reference_context != 0 && config.reference_context < 2) {
-    throw Error(ErrorKind::kUsage, "needle: the reference context must be >= 2 (or 0: each needle's own context)");
-  }
+  if (config.trials < 1) throw Error(ErrorKind::kUsage, fmt::format("needle: trials: {} is not >= 1", config.trials));
   check_contexts_fit(config.source, config.contexts, "needle");
-  for (int64_t n : config.contexts) {
-    if (n < 2) throw Error(ErrorKind::kUsage, "needle: context must be >= 2");
-  }
   NeedleLayout layout;
   layout.topk = config.topk;
   layout.depths = config.depths;
@@ -411,6 +422,7 @@ NeedleLayout needle_layout(const NeedleConfig& config) {
   layout.activations = describe_activations(config.source, config.activations);
   layout.contexts = config.contexts;
   for (const Recipe& r : config.recipes) layout.recipes.push_back(r.name);
+  check_needle_layout(layout, ErrorKind::kUsage);
   if (config.device.kernel != nullptr) {
     layout.device = describe_device(config.device, config.recipes, config.topk,
                                     *std::max_element(config.contexts.begin(), config.contexts.end()),
@@ -464,7 +476,37 @@ std::vector<NeedleUnitResult> run_needle_units(const NeedleConfig& config, const
   return results;
 }
 
+namespace {
+
+// A case of a unit result is one the layout's study makes (kBadInput otherwise: the results
+// may come from a shard file): its depth and margin are the layout's, its needle lies in
+// its context, and each recipe's outcome is a layout recipe's with a rank in 1..context.
+// (Retention is not rank <= K in the device mode, where it is the top-K kernel's.)
+void check_case(const NeedleLayout& layout, const NeedleCase& c) {
+  const auto holds = [](const auto& values, const auto& v) {
+    return std::find(values.begin(), values.end(), v) != values.end();
+  };
+  const std::string where = fmt::format("needle: a case of context {} trial {}", c.context, c.trial);
+  if (!holds(layout.depths, c.depth) || !holds(layout.margins, c.margin)) {
+    throw_bad_input(fmt::format("{} has depth {} and margin {}, not the study's", where, c.depth, c.margin));
+  }
+  if (c.position < 0 || c.position >= c.context) {
+    throw_bad_input(fmt::format("{} has its needle at position {}, outside the context", where, c.position));
+  }
+  for (const NeedleOutcome& o : c.recipes) {
+    if (!holds(layout.recipes, o.recipe)) {
+      throw_bad_input(fmt::format("{} has an outcome of '{}', which the study does not hold", where, o.recipe));
+    }
+    if (o.rank < 1 || o.rank > c.context) {
+      throw_bad_input(fmt::format("{} ranks '{}' at {}, outside 1..{}", where, o.recipe, o.rank, c.context));
+    }
+  }
+}
+
+}  // namespace
+
 NeedleResult reduce_needle(const NeedleLayout& layout, const std::vector<NeedleUnitResult>& units) {
+  check_needle_layout(layout, ErrorKind::kBadInput);
   const std::vector<NeedleUnit> expected = needle_units(layout);
   if (units.size() != expected.size()) {
     throw_bad_input("needle: " + std::to_string(units.size()) + " unit results for the " +
@@ -478,6 +520,7 @@ NeedleResult reduce_needle(const NeedleLayout& layout, const std::vector<NeedleU
                       " of the study (context " + std::to_string(expected[u].context) + ", trial " +
                       std::to_string(expected[u].trial) + ")");
     }
+    for (const NeedleCase& c : units[u].cases) check_case(layout, c);
     result.cases.insert(result.cases.end(), units[u].cases.begin(), units[u].cases.end());
   }
 

@@ -17,6 +17,7 @@
 #include "oracle/study_device.h"
 #include "oracle/study_keys.h"
 #include "oracle/synthetic.h"
+#include "reference/error.h"
 #include "reference/recipe.h"
 
 namespace dsaf::oracle {
@@ -142,6 +143,12 @@ NeedleResult run_needle(const NeedleConfig& config, const Progress& progress);
 // The layout of a configuration; throws dsaf::Error(kUsage) for a configuration that
 // run_needle refuses.
 NeedleLayout needle_layout(const NeedleConfig& config);
+// Throws dsaf::Error(kind) naming the first rule of a study's configuration that `layout`
+// breaks: at least one recipe, context (each >= 2), depth (each in [0, 1]), margin (each
+// finite and >= 0 sigma) and trial; topk >= 1; a reference context of 0 or >= 2.
+// needle_layout runs it (kUsage); `merge` runs it on a shard file's configuration
+// (kBadInput), so that a file holds no study the tool refuses to run.
+void check_needle_layout(const NeedleLayout& layout, ErrorKind kind);
 // Every unit of a layout, in canonical order; a unit's cost (shard_plan.h) is its context.
 std::vector<NeedleUnit> needle_units(const NeedleLayout& layout);
 // needle_units(layout).size(), without listing them (as sweep_unit_count).
@@ -151,8 +158,10 @@ uint64_t needle_unit_count(const NeedleLayout& layout);
 std::vector<NeedleUnitResult> run_needle_units(const NeedleConfig& config, const std::vector<NeedleUnit>& units,
                                                const Progress& progress);
 // The result from the results of every unit, in canonical order: their cases concatenated,
-// then the summary over them. Throws dsaf::Error(kBadInput) when `units` are not
-// needle_units(layout).
+// then the summary over them. Throws dsaf::Error(kBadInput) when the layout fails
+// check_needle_layout, `units` are not needle_units(layout), or a case is not one the
+// layout's study makes (a depth, margin or recipe it does not hold, a needle outside its
+// context, a rank outside 1..context).
 NeedleResult reduce_needle(const NeedleLayout& layout, const std::vector<NeedleUnitResult>& units);
 
 // An upper bound of run_needle's peak memory (study_keys.h's model): at the longest context

@@ -296,6 +296,7 @@ SweepLayout sweep_layout_from_json(const json& config) {
         {s.at("recipe").get<std::string>(), s.at("variant_of").get<std::string>(), s.at("stage").get<std::string>()});
   }
   layout.device = config.value("device", json());
+  check_sweep_layout(layout, ErrorKind::kBadInput);
   return layout;
 }
 
@@ -395,6 +396,7 @@ NeedleLayout needle_layout_from_json(const json& config) {
   layout.contexts = integers_at<int64_t>(config, "contexts");
   layout.recipes = config.at("recipe_names").get<std::vector<std::string>>();
   layout.device = config.value("device", json());
+  check_needle_layout(layout, ErrorKind::kBadInput);
   return layout;
 }
 

@@ -169,10 +169,7 @@ int64_t sweep_peak_bytes(const SweepConfig& config) {
 }
 
 SweepLayout sweep_layout(const SweepConfig& config) {
-  if (config.recipes.empty() || config.contexts.empty() || (config.seeds.empty() && !config.source) ||
-      config.queries < 1 || config.topk < 1 || config.page_size < 1) {
-    throw Error(ErrorKind::kUsage, "sweep: need recipes, contexts, seeds, queries >= 1, topk >= 1");
-  }
+  if (config.seeds.empty() && !config.source) throw Error(ErrorKind::kUsage, "sweep: need seeds (or a fixture)");
   check_contexts_fit(config.source, config.contexts, "sweep");
   if (config.device.kernel != nullptr && config.attribution) {
     throw Error(ErrorKind::kUsage, "sweep: --attribution runs on the CPU (its exact stages are the reference's), "
@@ -186,11 +183,37 @@ SweepLayout sweep_layout(const SweepConfig& config) {
   layout.activations = describe_activations(config.source, config.activations);
   layout.contexts = config.contexts;
   for (const Studied& s : studied_recipes(config)) layout.studied.push_back({s.recipe.name, s.variant_of, s.stage});
+  check_sweep_layout(layout, ErrorKind::kUsage);
   if (config.device.kernel != nullptr) {
     layout.device = describe_device(config.device, config.recipes, config.topk, longest_context(config.contexts),
                                     config.page_size);
   }
   return layout;
+}
+
+void check_sweep_layout(const SweepLayout& layout, ErrorKind kind) {
+  const auto refuse = [kind](const std::string& why) { throw Error(kind, "sweep: " + why); };
+  if (layout.studied.empty()) refuse("recipes: none");
+  if (layout.contexts.empty()) refuse("contexts: none");
+  for (const int64_t n : layout.contexts) {
+    if (n < 1) refuse(fmt::format("contexts: {} is not >= 1", n));
+  }
+  if (layout.queries < 1) refuse(fmt::format("queries: {} is not >= 1", layout.queries));
+  if (layout.topk < 1) refuse(fmt::format("topk: {} is not >= 1", layout.topk));
+  if (layout.page_size < 1) refuse(fmt::format("page_size: {} is not >= 1", layout.page_size));
+  for (size_t i = 0; i < layout.studied.size(); ++i) {
+    const SweepLayout::Studied& s = layout.studied[i];
+    // A variant follows the recipe it was derived from and names the stage made exact.
+    const bool base_before = std::any_of(layout.studied.begin(), layout.studied.begin() + i,
+                                         [&](const SweepLayout::Studied& b) { return b.recipe == s.variant_of; });
+    if (!s.variant_of.empty() && !base_before) {
+      refuse(fmt::format("'{}' is a variant of '{}', which the study does not hold before it", s.recipe, s.variant_of));
+    }
+    if (s.variant_of.empty() != s.stage.empty()) {
+      refuse(fmt::format("'{}' names a {} without a {}", s.recipe, s.stage.empty() ? "base recipe" : "stage",
+                         s.stage.empty() ? "stage" : "base recipe"));
+    }
+  }
 }
 
 std::vector<SweepUnit> sweep_units(const SweepLayout& layout) {
@@ -270,6 +293,7 @@ std::vector<SweepUnitResult> run_sweep_units(const SweepConfig& config, const st
 }
 
 SweepResult reduce_sweep(const SweepLayout& layout, const std::vector<SweepUnitResult>& units) {
+  check_sweep_layout(layout, ErrorKind::kBadInput);
   const std::vector<SweepUnit> expected = sweep_units(layout);
   if (units.size() != expected.size()) {
     throw_bad_input(fmt::format("sweep: {} unit results for the {} units of the study", units.size(),
@@ -331,12 +355,7 @@ SweepResult reduce_sweep(const SweepLayout& layout, const std::vector<SweepUnitR
       a.recipe = s.variant_of;
       a.context = n;
       a.stage = s.stage;
-      const auto base = loss.find({s.variant_of, n});
-      if (base == loss.end()) {
-        throw_bad_input(fmt::format("sweep: '{}' is a variant of '{}', which the study does not hold", s.recipe,
-                                    s.variant_of));
-      }
-      a.recall_loss = base->second;
+      a.recall_loss = loss.at({s.variant_of, n});  // check_sweep_layout: the base is studied
       a.recall_loss_with_stage_exact = loss.at({s.recipe, n});
       a.accounted = a.recall_loss - a.recall_loss_with_stage_exact;
       result.attribution.push_back(std::move(a));

@@ -20,6 +20,7 @@
 #include "oracle/synthetic.h"
 #include "oracle/topk_metrics.h"
 #include "oracle/verdict.h"  // kUlpBuckets, ulp_bucket
+#include "reference/error.h"
 #include "reference/recipe.h"
 
 namespace dsaf::oracle {
@@ -124,6 +125,11 @@ SweepResult run_sweep(const SweepConfig& config, const Progress& progress);
 // The layout of a configuration; throws dsaf::Error(kUsage) for a configuration that
 // run_sweep refuses.
 SweepLayout sweep_layout(const SweepConfig& config);
+// Throws dsaf::Error(kind) naming the first rule of a study's configuration that `layout`
+// breaks: at least one recipe, context (each >= 1), query row, topk and page size; an
+// attribution variant names both its stage and its base recipe, studied before it. sweep_layout runs it (kUsage); `merge` runs it on a shard
+// file's configuration (kBadInput), so that a file holds no study the tool refuses to run.
+void check_sweep_layout(const SweepLayout& layout, ErrorKind kind);
 // Every unit of a layout, in canonical order; a unit's cost (shard_plan.h) is its context.
 std::vector<SweepUnit> sweep_units(const SweepLayout& layout);
 // sweep_units(layout).size(), without listing them (merge checks it against the units its
@@ -136,8 +142,8 @@ std::vector<SweepUnitResult> run_sweep_units(const SweepConfig& config, const st
 // The result from the results of every unit, in canonical order: per (studied recipe,
 // context) the rows of its units concatenated in that order (summarize sorts them, so the
 // means are sums in one order) and their histograms added; then the attribution.
-// Throws dsaf::Error(kBadInput) when `units` are not sweep_units(layout) with one result
-// per studied recipe each.
+// Throws dsaf::Error(kBadInput) when the layout fails check_sweep_layout or `units` are not
+// sweep_units(layout) with one result per studied recipe each.
 SweepResult reduce_sweep(const SweepLayout& layout, const std::vector<SweepUnitResult>& units);
 
 // An upper bound of run_sweep's peak memory (study_keys.h's model), from its loop: at the

@@ -92,7 +92,7 @@ TEST(CliStudies, BadInputExitsTwoWithOneClearLine) {
       // Accepted before with exit 0 (issue 26 item 8), or printed on two lines (item 9):
       {"needle --recipes exact --context 64 --topk 64", "not below the context 64"},
       {"sweep --recipes exact --context 2k --topk 4096", "not below the context 2048"},
-      {"needle --recipes exact --context 2k --margins -1", "--margins: -1 is below 0"},
+      {"needle --recipes exact --context 2k --margins -1", "margins: -1 is not a finite number >= 0"},
       {"needle --recipes exact --context 2k --activation-seed -1", "'-1' is not an integer in 0 .. 18446744073709551615"},
       {"sweep --recipes exact --context 2k --activation-seed 123456789012345678901", "--activation-seed"},
       {"selftest --threads 0", "not in range 1 to 4096"},

@@ -298,7 +298,7 @@ std::vector<Case> all_cases() {
       {"needle --recipes dsv32-ref --context 512 --topk 16 --depths 1.5", "depths"},
       {"needle --recipes dsv32-ref --context 512 --topk 16 --depths 0.9..0.1", "depths"},
       {"needle --recipes dsv32-ref --context 512 --topk 16 --margins x", "margins"},
-      {"needle --recipes dsv32-ref --context 512 --topk 16 --margins -0.5", "--margins"},
+      {"needle --recipes dsv32-ref --context 512 --topk 16 --margins -0.5", "margins: -0.5"},
       {"needle --recipes dsv32-ref --context 512 --topk 16 --fixture fixture.h5 --heads 4", "--heads"},
       {"needle --recipes dsv32-ref --context 512 --topk 512", "not below the context 512"},
       {"needle --recipes dsv32-ref --context 512 --topk 16 --out fifo", "fifo"},

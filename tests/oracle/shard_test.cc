@@ -175,9 +175,10 @@ void expect_edits_refused(const nlohmann::json& valid, Merge merge, const std::v
   }
 }
 
-// A sweep's shard file whose studied recipes or histograms no study makes is refused
-// (kBadInput), not merged: a variant of a recipe the study does not hold (std::out_of_range
-// escaped reduce_sweep before; the fuzz_shard_merge target's second find), a negative
+// A sweep's shard file whose configuration, studied recipes or histograms no study makes is
+// refused (kBadInput), not merged: a configuration `sweep` refuses to run; a variant of a
+// recipe the study does not hold (std::out_of_range escaped reduce_sweep before; the
+// fuzz_shard_merge target's second find) or a stage without a base recipe; a negative
 // count, counts whose sum passes int64.
 TEST(ShardFiles, SweepStudiedRecipesAndHistogramsAreChecked) {
   SweepConfig config;
@@ -192,6 +193,13 @@ TEST(ShardFiles, SweepStudiedRecipesAndHistogramsAreChecked) {
       nlohmann::json::parse(shard_file_text(sweep_shard_json(config, Shard{0, 1}, origin(), units)));
   expect_edits_refused(valid, merge_sweep_shards,
                        {{"/config/studied/0/variant_of", "no-such-recipe", "which the study does not hold"},
+                        {"/config/studied/0/stage", "norm", "names a stage without a base recipe"},
+                        {"/config/topk", -4, "topk: -4 is not >= 1"},
+                        {"/config/queries", 0, "queries: 0"},
+                        {"/config/page_size", 0, "page_size: 0"},
+                        {"/config/contexts/0", 0, "contexts: 0 is not >= 1"},
+                        {"/config/contexts", nlohmann::json::array(), "contexts: none"},
+                        {"/config/studied", nlohmann::json::array(), "recipes: none"},
                         {"/units/0/studied/0/score_ulp_histogram/0", -1, "histogram count -1"},
                         // the same count in both units: their sum passes int64
                         {"/units/0/studied/0/score_ulp_histogram/1", 9223372036854775807ll, "histogram count",
@@ -229,6 +237,36 @@ TEST(ShardFiles, NonFiniteAndSignedZeroNumbersSurviveAShardFile) {
   EXPECT_TRUE(std::isnan(back.achieved_margin) && std::signbit(back.achieved_margin));
   ASSERT_EQ(back.recipes.size(), 1u);
   EXPECT_TRUE(same_bits(back.recipes[0].score, c.recipes[0].score));
+}
+
+// A needle shard file is refused (kBadInput) when its configuration is one `needle` refuses
+// to run, or a case is not one its study makes: `merge` would otherwise echo a topk of -4 or
+// a negative margin into a merged result, or count a case under a margin the study lacks.
+TEST(ShardFiles, NeedleConfigurationsAndCasesNoStudyMakesAreRefused) {
+  const NeedleConfig config = one_unit_needle();
+  const auto units = run_needle_units(config, needle_units(needle_layout(config)), nullptr);
+  ASSERT_EQ(units.size(), 1u);
+  ASSERT_FALSE(units[0].cases.empty());
+  ASSERT_TRUE(units[0].cases[0].reachable);
+  ASSERT_FALSE(units[0].cases[0].recipes.empty());
+  const nlohmann::json valid =
+      nlohmann::json::parse(shard_file_text(needle_shard_json(config, Shard{0, 1}, origin(), units)));
+  expect_edits_refused(valid, merge_needle_shards, {
+      {"/config/topk", -4, "topk: -4 is not >= 1"},
+      {"/config/margins/0", -0.5, "margins: -0.5"},
+      {"/config/margins/0", "nan", "margins: nan"},
+      {"/config/margins", nlohmann::json::array(), "margins: none"},
+      {"/config/depths/0", 1.5, "depths: 1.5 is not in [0, 1]"},
+      {"/config/contexts/0", 1, "contexts: 1 is not >= 2"},
+      {"/config/reference_context", 1, "reference_context: 1"},
+      {"/config/recipe_names", nlohmann::json::array(), "recipes: none"},
+      {"/units/0/cases/0/margin", 0.2, "not the study's"},
+      {"/units/0/cases/0/depth", 0.25, "not the study's"},
+      {"/units/0/cases/0/position", 64, "outside the context"},
+      {"/units/0/cases/0/recipes/0/recipe", "bf16", "which the study does not hold"},
+      {"/units/0/cases/0/recipes/0/rank", 0, "outside 1..64"},
+      {"/units/0/cases/0/recipes/0/rank", 65, "outside 1..64"},
+  });
 }
 
 // Integers in a shard file are read exactly: a value with a fraction or an exponent, or one
