@@ -64,8 +64,7 @@ ref::CacheLocation location_of(int64_t slot, int page_size) {
 
 ref::RopeTable rope_table(const KeyObservation& obs, const ref::Recipe& recipe) {
   if (!obs.rope_cos.empty() || !obs.rope_sin.empty()) return ref::RopeTable(obs.rope_cos, obs.rope_sin);
-  const int32_t last = *std::max_element(obs.positions.begin(), obs.positions.end());
-  return ref::RopeTable(recipe.rope.table, std::max(last, 0) + 1);
+  return ref::RopeTable(recipe.rope.table, obs.positions);  // the rows of the tokens' positions
 }
 
 // "page 16 slot 5, value element 7, byte ...": the located mismatch without its owner,

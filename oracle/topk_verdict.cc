@@ -2,6 +2,7 @@
 #include "oracle/topk_verdict.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -53,6 +54,12 @@ TopKRowVerdict judge_topk_row(const std::vector<float>& scores, int k, const std
                               TopKContractKind contract, TopKPaddingKind padding) {
   if (k < 1 || static_cast<int64_t>(actual.size()) != k) {
     throw_bad_input("top-K row: " + std::to_string(actual.size()) + " entries for K " + std::to_string(k));
+  }
+  // The order below is a strict weak order only without NaN (stable_sort's precondition).
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (std::isnan(scores[i])) {
+      throw_bad_input("top-K row: NaN score at position " + std::to_string(i) + " (no top-K order holds NaN)");
+    }
   }
   TopKRowVerdict v;
   const int64_t n = static_cast<int64_t>(scores.size());

@@ -67,8 +67,9 @@ struct TopKRowVerdict {
   std::string describe() const;
 };
 
-// `scores` holds the row's n valid scores (no NaN: the reference refuses it); `actual` the
-// kernel's K entries. Throws dsaf::Error(kBadInput) when actual.size() != k.
+// `scores` holds the row's n valid scores; `actual` the kernel's K entries. Throws
+// dsaf::Error(kBadInput) when actual.size() != k or a score is NaN (as the reference does:
+// no top-K order holds NaN).
 TopKRowVerdict judge_topk_row(const std::vector<float>& scores, int k, const std::vector<int32_t>& actual,
                               TopKContractKind contract, TopKPaddingKind padding);
 

@@ -27,10 +27,10 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "fixtures/cache_capture.h"
-#include "fixtures/cache_capture_observation.h"
 #include "oracle/compare.h"
 #include "oracle/detect.h"
 #include "oracle/topk_metrics.h"
@@ -137,9 +137,12 @@ int page_bytes(const std::string& format, int page_size) {
 }
 
 // The recipe's own RoPE table for positions [0, rows): cos and sin, [rows][32] each.
-std::tuple<Out<float>, Out<float>> rope_table(const std::string& recipe_json, int rows) {
+std::tuple<Out<float>, Out<float>> rope_table(const std::string& recipe_json, int64_t rows) {
   if (rows < 1) throw Error(ErrorKind::kBadInput, "rope: no positions");
-  const ref::RopeTable table(recipe_of(recipe_json).rope.table, rows);
+  if (rows > std::numeric_limits<int>::max()) {
+    throw Error(ErrorKind::kBadInput, "rope: a table of " + std::to_string(rows) + " rows: positions are int32");
+  }
+  const ref::RopeTable table(recipe_of(recipe_json).rope.table, static_cast<int>(rows));
   const size_t n = static_cast<size_t>(rows) * ref::kRopePairs;
   return {to_numpy<float>(std::vector<float>(table.cos(0), table.cos(0) + n), {static_cast<size_t>(rows), 32}),
           to_numpy<float>(std::vector<float>(table.sin(0), table.sin(0) + n), {static_cast<size_t>(rows), 32})};
@@ -169,11 +172,12 @@ std::string compare_cache_bytes(const In<uint8_t>& expected, const In<uint8_t>& 
   return j.dump();
 }
 
-// The capture as the oracle's observation, its arrays moved out (the capture is left
-// empty: the Python side makes one for the call): the placement resolved
-// (CacheCapture::placement_slots), every other rule checked by oracle::expected_cache.
-// An empty RoPE table stays empty: the recipe's own.
-oracle::KeyObservation take_observation(fixtures::CacheCapture& c) {
+// The capture as the oracle's observation (a capture moved in is left empty: the Python
+// side makes one for each call): the placement resolved (CacheCapture::placement_slots),
+// every other rule checked by oracle::expected_cache / compare_capture. An empty RoPE table
+// stays empty: each recipe's own, computed for the tokens' positions only. (A capture
+// *file* needs its table: fixtures::observation_of checks every rule of the file format.)
+oracle::KeyObservation take_observation(fixtures::CacheCapture c) {
   oracle::KeyObservation obs;
   obs.slots = c.placement_slots();
   obs.page_size = c.page_size;
@@ -195,7 +199,7 @@ oracle::KeyObservation take_observation(fixtures::CacheCapture& c) {
 // the capture.
 Out<uint8_t> key_cache(Capture& capture, const std::string& recipe_json) {
   const ref::Recipe recipe = recipe_of(recipe_json);
-  const oracle::KeyObservation obs = take_observation(capture.c);
+  const oracle::KeyObservation obs = take_observation(std::move(capture.c));
   std::vector<uint8_t> bytes = oracle::expected_cache(recipe, obs);
   const ref::PagedCacheLayout layout(obs.layout, obs.page_size);
   return to_numpy<uint8_t>(std::move(bytes), {static_cast<size_t>(obs.num_pages),
@@ -206,8 +210,7 @@ Out<uint8_t> key_cache(Capture& capture, const std::string& recipe_json) {
 // capture: the C++ reference without this layer, for the overhead benchmark.
 double reference_seconds(const Capture& capture, const std::string& recipe_json, int repeats) {
   const ref::Recipe recipe = recipe_of(recipe_json);
-  fixtures::CacheCapture copy = capture.c;
-  const oracle::KeyObservation obs = take_observation(copy);
+  const oracle::KeyObservation obs = take_observation(capture.c);
   double best = std::numeric_limits<double>::infinity();
   for (int i = 0; i < std::max(1, repeats); ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -222,7 +225,7 @@ double reference_seconds(const Capture& capture, const std::string& recipe_json,
 // change reproduces the bytes.
 std::string compare_cache(const Capture& capture, const std::string& recipe_json) {
   const ref::Recipe recipe = recipe_of(recipe_json);
-  const oracle::KeyObservation obs = fixtures::observation_of(capture.c);
+  const oracle::KeyObservation obs = take_observation(capture.c);
   const oracle::CaptureVerdict verdict = oracle::compare_capture(obs, recipe);
   nlohmann::json j = oracle::to_json(verdict);
   j["explaining"] = nlohmann::json::array();
@@ -233,7 +236,7 @@ std::string compare_cache(const Capture& capture, const std::string& recipe_json
 std::string detect(const Capture& capture, const std::vector<std::string>& recipe_jsons) {
   std::vector<ref::Recipe> candidates;
   for (const std::string& text : recipe_jsons) candidates.push_back(recipe_of(text));
-  return oracle::to_json(oracle::detect_capture(fixtures::observation_of(capture.c), candidates)).dump();
+  return oracle::to_json(oracle::detect_capture(take_observation(capture.c), candidates)).dump();
 }
 
 void write_capture(const Capture& capture, const std::string& path) { fixtures::write_cache_capture(capture.c, path); }
@@ -255,7 +258,7 @@ std::tuple<Out<uint8_t>, Out<uint8_t>, Out<float>> query(const std::string& reci
     if (positions.data()[t] < 0) throw Error(ErrorKind::kBadInput, "positions: a negative position");
     max_position = std::max(max_position, positions.data()[t]);
   }
-  const ref::RopeTable rope = rope_cos.size() == 0 ? ref::RopeTable(recipe.rope.table, max_position + 1)
+  const ref::RopeTable rope = rope_cos.size() == 0 ? ref::RopeTable(recipe.rope.table, to_vector(positions))
                                                    : ref::RopeTable(to_vector(rope_cos), to_vector(rope_sin));
   if (static_cast<int64_t>(rope_cos.size()) != 0 &&
       static_cast<int64_t>(rope_cos.size()) < (int64_t{max_position} + 1) * ref::kRopePairs) {
@@ -296,9 +299,14 @@ Out<double> index_scores(const std::string& recipe_json, const In<uint8_t>& q_va
   const size_t rows = weights.ndim() == 2 ? weights.shape(0) : 0;
   const size_t heads = weights.ndim() == 2 ? weights.shape(1) : 0;
   if (rows == 0 || heads == 0) throw Error(ErrorKind::kBadInput, "weights: not [T][H]");
-  const size_t vb = q_values.size() / (rows * heads), sb = q_scales.size() / (rows * heads);
-  if (vb * rows * heads != q_values.size() || sb * rows * heads != q_scales.size()) {
-    throw Error(ErrorKind::kBadInput, "q_values / q_scales: not [T][H][bytes]");
+  // Each head's bytes as the recipe's query format stores them: load_head reads that many.
+  const size_t vb = static_cast<size_t>(ref::value_bytes_per_head(q_format));
+  const size_t sb = static_cast<size_t>(ref::scale_bytes_per_head(q_format));
+  if (q_values.size() != rows * heads * vb || q_scales.size() != rows * heads * sb) {
+    throw Error(ErrorKind::kBadInput,
+                fmt::format("q.values / q.scales: {} and {} bytes, not [T={}][H={}][{}] and [{}][{}][{}] (the "
+                            "recipe's query heads)",
+                            q_values.size(), q_scales.size(), rows, heads, vb, rows, heads, sb));
   }
   const std::vector<uint8_t> cache_bytes = to_vector(cache);
   ref::KeyMatrix keys;
@@ -327,12 +335,23 @@ Out<double> index_scores(const std::string& recipe_json, const In<uint8_t>& q_va
   return to_numpy<double>(std::move(scores), {rows, key_slots.size()});
 }
 
+// Valid lengths [R] of rows of n keys: each in [0, n] (the keys a row's functions read).
+void check_valid_lengths(const In<int64_t>& valid, size_t n) {
+  for (size_t r = 0; r < valid.size(); ++r) {
+    const int64_t v = valid.data()[r];
+    if (v < 0 || static_cast<uint64_t>(v) > n) {
+      throw Error(ErrorKind::kBadInput, fmt::format("valid_lengths[{}] = {} is outside 0..{}", r, v, n));
+    }
+  }
+}
+
 // Rows of scores [R][N] with valid lengths [R] (each <= N): the reference's top-K of each
 // (reference/topk.h: higher first, ties to the lower index, -1 past the valid ones).
 Out<int32_t> topk(const In<double>& scores, const In<int64_t>& valid, int k) {
   if (scores.ndim() != 2 || valid.size() != scores.shape(0)) throw Error(ErrorKind::kBadInput, "scores: not [R][N]");
   if (k < 1) throw Error(ErrorKind::kBadInput, "k must be >= 1");
   const size_t rows = scores.shape(0), n = scores.shape(1);
+  check_valid_lengths(valid, n);
   std::vector<int32_t> out;
   out.reserve(rows * k);
   for (size_t r = 0; r < rows; ++r) {
@@ -357,7 +376,8 @@ std::string compare_topk(const In<int32_t>& actual, const In<float>& scores, con
                          const std::string& contract, const std::string& padding) {
   if (scores.ndim() != 2 || valid.size() != scores.shape(0)) throw Error(ErrorKind::kBadInput, "scores: not [R][N]");
   const size_t rows = scores.shape(0), n = scores.shape(1);
-  if (actual.size() != rows * static_cast<size_t>(k)) throw Error(ErrorKind::kBadInput, "actual: not [R][k]");
+  check_valid_lengths(valid, n);
+  if (k < 1 || actual.size() != rows * static_cast<size_t>(k)) throw Error(ErrorKind::kBadInput, "actual: not [R][k]");
   const oracle::TopKContractKind kind = oracle::parse_topk_contract(contract);
   if (padding != "minus_one" && padding != "unread") {
     throw Error(ErrorKind::kBadInput, "padding: '" + padding + "' is not minus_one or unread");
@@ -389,7 +409,10 @@ std::string topk_metrics(const In<int32_t>& selected, const In<double>& exact, c
                          int page_size) {
   if (exact.ndim() != 2 || valid.size() != exact.shape(0)) throw Error(ErrorKind::kBadInput, "exact_scores: not [R][N]");
   const size_t rows = exact.shape(0), n = exact.shape(1);
-  if (selected.size() != rows * static_cast<size_t>(k)) throw Error(ErrorKind::kBadInput, "selected: not [R][k]");
+  check_valid_lengths(valid, n);
+  if (k < 1 || selected.size() != rows * static_cast<size_t>(k)) {
+    throw Error(ErrorKind::kBadInput, "selected: not [R][k]");
+  }
   std::vector<oracle::RowMetrics> metrics;
   for (size_t r = 0; r < rows; ++r) {
     const std::vector<double> row(exact.data() + r * n, exact.data() + (r + 1) * n);

@@ -37,7 +37,7 @@ bool block_passes_checks(const Recipe& recipe, const float* k_in, const int* pos
     non_finite |= static_cast<uint32_t>((float_bits(k_in[e]) & 0x7F80'0000u) == 0x7F80'0000u);
   }
   for (int64_t t = begin; t < end; ++t) {
-    if (positions[t] < 0 || positions[t] >= rope.num_positions()) return false;
+    if (!rope.holds(positions[t])) return false;
   }
   return non_finite == 0;
 }

@@ -17,6 +17,7 @@
 // trailing 64 dims. RopeSpec::fma names which product a compiler fused (recipe.h).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "reference/recipe.h"
@@ -29,16 +30,23 @@ class RopeTable {
  public:
   // Computes positions [0, num_positions) from the spec.
   RopeTable(const RopeTableSpec& spec, int num_positions);
+  // Computes the rows of `positions` only (any order, repeats allowed, each >= 0), each the
+  // dense table's row bit for bit: a few tokens at positions near 2^31 - 1 would otherwise
+  // need a dense table of 512 GiB (256 bytes a position), and a decode step at 1M, 256 MB.
+  RopeTable(const RopeTableSpec& spec, const std::vector<int32_t>& positions);
   // Takes a supplied table: cos and sin each [num_positions][32], row-major.
   RopeTable(std::vector<float> cos, std::vector<float> sin);
 
-  int num_positions() const { return static_cast<int>(cos_.size()) / kRopePairs; }
-  // Pointers to 32 values; throws dsaf::Error(kBadInput) for a position out of range.
+  // Whether the table holds the row of `position`.
+  bool holds(int position) const;
+  // Pointers to 32 values; throws dsaf::Error(kBadInput) for a position the table lacks.
   const float* cos(int position) const;
   const float* sin(int position) const;
 
  private:
-  void check(int position) const;
+  size_t row_of(int position) const;
+  bool sparse_ = false;             // rows for positions_ only, not for [0, rows)
+  std::vector<int32_t> positions_;  // a sparse table's positions, sorted and distinct
   std::vector<float> cos_;
   std::vector<float> sin_;
 };

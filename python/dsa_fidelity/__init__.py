@@ -318,7 +318,7 @@ class KeyInputs:
             raise ValueError(f"recipe: {r.name} stores no key cache (an fp64 oracle); pick a recipe with a store")
         c.format = fmt
         pages = self.num_pages if self.num_pages is not None else highest + 1
-        if not isinstance(pages, (int, np.integer)) or pages < 1:
+        if not isinstance(pages, (int, np.integer)) or isinstance(pages, bool) or pages < 1:
             raise ValueError(f"num_pages: {pages!r} is not a positive page count")
         if self.rope is None:
             if rope_table:
@@ -335,6 +335,9 @@ class KeyInputs:
             if data.size % page_bytes:
                 raise ValueError(f"cache: {data.size} bytes is not a whole number of {page_bytes}-byte pages "
                                  f"({fmt}, page_size {page_size})")
+            if self.num_pages is not None and data.size != int(pages) * page_bytes:
+                raise ValueError(f"cache: {data.size // page_bytes} pages of {page_bytes} bytes, but num_pages is "
+                                 f"{int(pages)}")
             c.cache = data
         return c
 
@@ -451,9 +454,11 @@ def compare_cache(actual: ArrayLike, expected_or_inputs: Union[ArrayLike, KeyInp
     KeyInputs carries its own page size)."""
     if recipe is None:
         raise ValueError("recipe: required (a preset name or a Recipe)")
+    if actual is None:  # not "no cache": capture() would compare the reference against zeros
+        raise TypeError("actual: None, expected the kernel's cache bytes")
     n = _native()
     if isinstance(expected_or_inputs, KeyInputs):
-        j = json.loads(n.compare_cache(expected_or_inputs.capture(recipe, cache=actual), _recipe_json(recipe)))
+        j = json.loads(n.compare_cache(expected_or_inputs.capture(recipe, cache=actual, rope_table=False), _recipe_json(recipe)))
         return CacheVerdict(j["pass"], j["recipe"], j["bytes_compared"], j["mismatched_bytes"],
                             j["mismatched_tokens"], _mismatch(j.get("first_mismatch")),
                             [c["change"] for c in j["explaining"]], j["text"], j)
@@ -504,7 +509,7 @@ def detect(actual: ArrayLike, inputs: KeyInputs, recipes_: Optional[Sequence[Rec
             break
     if layout is None:
         raise ValueError(f"actual: {data.size} bytes fit the cache layout of none of the candidate recipes")
-    j = json.loads(n.detect(inputs.capture(layout, cache=data), [c.to_json() for c in candidates]))
+    j = json.loads(n.detect(inputs.capture(layout, cache=data, rope_table=False), [c.to_json() for c in candidates]))
     return Detection(j["matches"], j.get("closest"), [c["change"] for c in j["explaining"]], j["text"], j)
 
 
@@ -539,13 +544,17 @@ def index_scores(q: QueryOutput, cache: ArrayLike, key_slots: ArrayLike, recipe:
         raise TypeError("q: a QueryOutput (dsa_fidelity.query's result)")
     r = _as_recipe(recipe)
     weights = _floats("q.weights", q.weights, (None, None))
+    check_finite("q.weights", weights, "f32")  # query's folded weights are finite
     slots = _ints("key_slots", key_slots, "int64", (None,))
     scores = _native().index_scores(r.to_json(), _bytes("q.values", q.values), _bytes("q.scales", q.scales),
-                                    weights, _bytes("cache", cache), slots, int(page_size))
+                                    weights, _bytes("cache", cache), slots, _positive("page_size", page_size))
     return scores if r.fields.get("score") == "exact" else scores.astype(np.float32)
 
 
-def _score_rows(name: str, scores: ArrayLike, valid_lengths: Optional[ArrayLike]) -> Tuple[np.ndarray, np.ndarray]:
+def _score_rows(name: str, scores: ArrayLike, valid_lengths: Optional[ArrayLike],
+                verdict: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+    """(rows [R, N], valid lengths [R]); a verdict or metrics (`verdict`) needs R >= 1: over
+    no rows it would pass, or average, nothing."""
     a, dtype = _host(name, scores)
     if dtype is not None or a.dtype.kind != "f":
         raise TypeError(f"{name}: dtype {dtype or a.dtype} is not a float dtype")
@@ -553,6 +562,8 @@ def _score_rows(name: str, scores: ArrayLike, valid_lengths: Optional[ArrayLike]
         a = a[None, :]
     _check_shape(name, a, (None, None))
     rows, n = a.shape
+    if verdict and rows == 0:
+        raise ValueError(f"{name}: no rows to judge")
     valid = (np.full(rows, n, np.int64) if valid_lengths is None
              else _ints("valid_lengths", valid_lengths, "int64", (rows,)))
     if rows and (valid.min() < 0 or valid.max() > n):
@@ -600,7 +611,7 @@ def compare_topk(actual: ArrayLike, scores: ArrayLike, k: int, contract: str = "
     """A kernel's top-K indices [R, k] against the float32 scores [R, N] it selected from.
     contract: ordered (the exact order), set (the exact set), set-ties (any keys tied at
     the cut may swap); padding: minus_one (entries past the valid keys are -1) or unread."""
-    a, valid = _score_rows("scores", scores, valid_lengths)
+    a, valid = _score_rows("scores", scores, valid_lengths, verdict=True)
     if a.dtype != np.float32:
         raise TypeError(f"scores: dtype {a.dtype}; the kernel's scores are float32")
     k = _positive("k", k)
@@ -615,12 +626,12 @@ def topk_metrics(selected: ArrayLike, exact_scores: ArrayLike, k: Optional[int] 
     """Recall@K, Jaccard, tie-aware, value and attention-mass recall, Kendall tau and page
     recall of selections [R, k] against the exact top-K of exact_scores [R, N] (mean, p1,
     p50, worst over the rows), and `changed`: exact keys lost in all."""
-    a, valid = _score_rows("exact_scores", exact_scores, valid_lengths)
+    a, valid = _score_rows("exact_scores", exact_scores, valid_lengths, verdict=True)
     sel = _ints("selected", selected, "int32", (a.shape[0], None) if np.ndim(selected) == 2 else (None,))
     sel = sel.reshape(a.shape[0], -1)
     k = _positive("k", sel.shape[1] if k is None else k)
     return json.loads(_native().topk_metrics(np.ascontiguousarray(sel), np.ascontiguousarray(a, dtype="<f8"),
-                                             valid, k, int(page_size)))
+                                             valid, k, _positive("page_size", page_size)))
 
 
 # ---- Captures -----------------------------------------------------------------------------

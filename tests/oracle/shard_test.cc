@@ -10,6 +10,8 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -149,6 +151,8 @@ NeedleConfig one_unit_needle() {
 
 // A change of a valid shard file: `value` at `pointer` (and at `also`, when not empty).
 struct ShardEdit {
+  ShardEdit(std::string pointer_, nlohmann::json value_, std::string expected_, std::string also_ = "")
+      : pointer(std::move(pointer_)), value(std::move(value_)), expected(std::move(expected_)), also(std::move(also_)) {}
   std::string pointer;
   nlohmann::json value;
   std::string expected;  // a part of the refusal's message

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -319,6 +320,31 @@ TEST(RopeStage, TableIsCosSinOfPositionTimesFrequencyRoundedToFp32) {
   }
   EXPECT_THROW(table.cos(positions), Error);
   EXPECT_THROW(table.sin(-1), Error);
+}
+
+TEST(RopeStage, TableOfGivenPositionsHoldsTheDenseRowsBitForBitAndNoOthers) {
+  // The rows of the positions given (repeats, any order), each the dense table's bits; a
+  // position near 2^31 needs no dense table of 512 GiB; others are refused, not read.
+  const RopeTable dense(kV32Table, 4096);
+  const std::vector<int32_t> positions = {4095, 0, 17, 17, 2048, 1};
+  const RopeTable sparse(kV32Table, positions);
+  for (const int32_t p : positions) {
+    ASSERT_TRUE(sparse.holds(p));
+    EXPECT_EQ(std::memcmp(sparse.cos(p), dense.cos(p), 32 * sizeof(float)), 0) << p;
+    EXPECT_EQ(std::memcmp(sparse.sin(p), dense.sin(p), 32 * sizeof(float)), 0) << p;
+  }
+  for (const int p : {2, 16, 18, 4094, -1}) {
+    EXPECT_FALSE(sparse.holds(p)) << p;
+    EXPECT_THROW(sparse.cos(p), Error) << p;
+  }
+  const int32_t far = std::numeric_limits<int32_t>::max();
+  const RopeTable far_table(kV32Table, std::vector<int32_t>{far});
+  const std::vector<double> f = rope_frequencies(kV32Table);
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ(far_table.cos(far)[i], static_cast<float>(std::cos(far * f[i]))) << i;
+  }
+  EXPECT_THROW(RopeTable(kV32Table, std::vector<int32_t>{3, -2}), Error);
+  EXPECT_FALSE(RopeTable(kV32Table, std::vector<int32_t>{}).holds(0));
 }
 
 TEST(RopeStage, RotationKeepsPairNormUpToTableRounding) {
