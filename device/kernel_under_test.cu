@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -473,6 +475,48 @@ std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {
 
 namespace {
 
+// A version-2 table's declarations checked before any is used: each is a value its field
+// defines (docs/verify.md), else kBadInput naming the field. An enum cast from an unknown
+// value, a negative limit read as "no limit", or max_position + 1 overflowing would make
+// verify draw cases from something the plug-in never meant.
+void check_table(const std::string& spec, const dsaf_kernel_v2& t) {
+  const auto refuse = [&spec](const std::string& field, const std::string& value, const std::string& rule) {
+    throw Error(ErrorKind::kBadInput,
+                "'" + spec + "': dsaf_kernel_v2." + field + " is " + value + ", not " + rule + " (docs/verify.md)");
+  };
+  const auto hex = [](uint32_t v) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%x", v);
+    return std::string(text);
+  };
+  const dsaf_key_caps_v2& k = t.key_caps;
+  // Bits 1..5: StorageFormat kFp32 .. kFp4SimulatedBf16 (bit 0, kNone, stores nothing).
+  if ((k.store_formats & ~0x3Eu) != 0) refuse("key_caps.store_formats", hex(k.store_formats), "bits 1..5");
+  if ((k.page_sizes & ~0x1FFu) != 0) refuse("key_caps.page_sizes", hex(k.page_sizes), "bits 0..8 (pages of 1..256)");
+  if ((k.input_dtypes & ~(DSAF_INPUT_BF16 | DSAF_INPUT_FP32)) != 0) {
+    refuse("key_caps.input_dtypes", hex(k.input_dtypes), "DSAF_INPUT_BF16 | DSAF_INPUT_FP32 bits");
+  }
+  if (k.norm_params_bf16 != 0 && k.norm_params_bf16 != 1) {
+    refuse("key_caps.norm_params_bf16", std::to_string(k.norm_params_bf16), "0 or 1");
+  }
+  if (k.max_position < 0 || k.max_position > INT32_MAX) {
+    refuse("key_caps.max_position", std::to_string(k.max_position), "0 (no limit) or a position in 1..2^31 - 1");
+  }
+  if (k.max_tokens < 0) refuse("key_caps.max_tokens", std::to_string(k.max_tokens), "0 (no limit) or a count >= 1");
+  if (t.logits_contract != 0 && t.logits_contract != 1) {
+    refuse("logits_contract", std::to_string(t.logits_contract), "0 (exact-order) or 1 (bounded)");
+  }
+  if (t.topk_contract < DSAF_TOPK_ORDERED || t.topk_contract > DSAF_TOPK_SET_TIES) {
+    refuse("topk_contract", std::to_string(t.topk_contract), "DSAF_TOPK_ORDERED, _SET or _SET_TIES (0..2)");
+  }
+  if (t.topk_padding != DSAF_TOPK_PAD_MINUS_ONE && t.topk_padding != DSAF_TOPK_PAD_UNREAD) {
+    refuse("topk_padding", std::to_string(t.topk_padding), "DSAF_TOPK_PAD_MINUS_ONE or _UNREAD (0, 1)");
+  }
+  if (t.topk_k < 0 || t.topk_k > kTopKMaxK) {
+    refuse("topk_k", std::to_string(t.topk_k), "0 (any K) or a K in 1.." + std::to_string(kTopKMaxK));
+  }
+}
+
 std::unique_ptr<KernelUnderTest> open_plugin(const std::string& spec) {
   // A path (dlopen searches the library path for a bare name) must be a regular file:
   // dlopen would block on a FIFO and read a device.
@@ -499,6 +543,7 @@ std::unique_ptr<KernelUnderTest> open_plugin(const std::string& spec) {
     if (v2->key_store == nullptr && v2->query_quant == nullptr && v2->paged_logits == nullptr && v2->topk == nullptr) {
       throw Error(ErrorKind::kBadInput, "'" + spec + "' declares no entry point (key store, query, logits, top-K)");
     }
+    check_table(spec, *v2);
     return std::make_unique<KernelV2>(v2, library);
   }
   const auto* v1 = reinterpret_cast<dsaf_kernel_get_fn>(get)(DSAF_KERNEL_ABI_VERSION);
@@ -508,6 +553,10 @@ std::unique_ptr<KernelUnderTest> open_plugin(const std::string& spec) {
   const auto get_scoring = reinterpret_cast<dsaf_scoring_get_fn>(dlsym(handle, "dsaf_scoring_get"));
   const dsaf_scoring_v1* scoring = get_scoring ? get_scoring(DSAF_SCORING_ABI_VERSION) : nullptr;
   if (scoring != nullptr && scoring->abi_version != DSAF_SCORING_ABI_VERSION) scoring = nullptr;
+  if (scoring != nullptr && scoring->logits_contract != 0 && scoring->logits_contract != 1) {
+    throw Error(ErrorKind::kBadInput, "'" + spec + "': dsaf_scoring_v1.logits_contract is " +
+                                          std::to_string(scoring->logits_contract) + ", not 0 or 1");
+  }
   return std::make_unique<KernelV1>(v1, scoring, library);
 }
 
