@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 install_packages() {
   packages=(cmake ninja-build g++ libeigen3-dev libhdf5-dev libssl-dev librapidcheck-dev libgtest-dev
             libgmock-dev googletest libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev liblzma-dev
-            python3-matplotlib python3-numpy python3-h5py python3-venv python3-dev
+            python3-matplotlib python3-numpy python3-h5py python3-hypothesis python3-venv python3-dev
             curl ca-certificates  # the pinned upstream releases: scripts/upstream.sh --fetch
             clang libclang-rt-dev)  # clang + compiler-rt (libFuzzer, ASan): scripts/fuzz.sh
   missing=()
