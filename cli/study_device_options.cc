@@ -9,6 +9,9 @@
 
 #include "oracle/results_io.h"
 #include "reference/error.h"
+#if defined(DSAF_HAVE_DEVICE)
+#include "cli/kernel_open.h"  // --kernel
+#endif
 
 namespace dsaf::cli {
 
@@ -38,7 +41,7 @@ OpenStudyDevice::OpenStudyDevice(const StudyDeviceOptions& options, const CLI::A
     return;
   }
 #if defined(DSAF_HAVE_DEVICE)
-  kernel_ = dev::open_kernel(options.kernel);
+  kernel_ = open_kernel_isolated(options.kernel);
   fallback_ = dev::open_kernel("builtin");
   kernel_->set_warm_timing(true);  // stage times at speed (oracle/study_device.cc, timed)
   fallback_->set_warm_timing(true);

@@ -12,6 +12,9 @@
 #include "oracle/topk_verdict.h"
 #include "oracle/verify.h"
 #include "reference/error.h"
+#if defined(DSAF_HAVE_DEVICE)
+#include "cli/kernel_open.h"  // --kernel
+#endif
 
 namespace dsaf::cli {
 namespace {
@@ -94,7 +97,7 @@ int run_verify_command(const VerifyOptions& o, const std::string& command_line, 
                  "verify's query batch of " + std::to_string(config.query_tokens) + " tokens x " +
                      std::to_string(config.num_heads) + " heads needs it; --cases does not change it");
 #if defined(DSAF_HAVE_DEVICE)
-  const auto kernel = dev::open_kernel(o.kernel);
+  const auto kernel = open_kernel_isolated(o.kernel);
   fmt::print("verify: {} against recipe {} (seed {}); memory: about {} planned (--max-memory {})\n", kernel->name(),
              config.recipe.name, o.seed, size_text(planned), size_text(max_memory));
   std::fflush(stdout);

@@ -438,5 +438,11 @@ ComputePeaks compute_peaks();
 // dsaf_kernel_get for ABI version 2 or 1. Our kernels speak version 2. Defined only in
 // CUDA builds.
 std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec);
+// What open_kernel does short of asking for the GPU: a builtin spec's knobs, or a plug-in's
+// library loaded (its static constructors run), its dsaf_kernel_get called and its table
+// checked; throws as open_kernel. Touches no CUDA itself, so that the CLI can run it in a
+// child process first (cli/kernel_open.h): a plug-in that crashes or hangs while loading
+// ends the child, not the CLI.
+void probe_kernel(const std::string& spec);
 
 }  // namespace dsaf::dev

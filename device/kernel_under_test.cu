@@ -461,6 +461,10 @@ std::unique_ptr<KernelUnderTest> open_plugin(const std::string& spec);
 
 }  // namespace
 
+void probe_kernel(const std::string& spec) {
+  if (!open_builtin(spec)) open_plugin(spec);
+}
+
 // The plug-in is opened and its table checked before the GPU is asked for, so a wrong path
 // or a broken library is reported on any machine.
 std::unique_ptr<KernelUnderTest> open_kernel(const std::string& spec) {

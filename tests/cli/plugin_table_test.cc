@@ -1,7 +1,8 @@
 // `verify --kernel lib.so` checks the plug-in's version-2 table when it opens it, before a
 // GPU is asked for: a declaration outside what its field defines exits 2 with one line
-// naming the field and the value (docs/verify.md), on any machine. The plug-in
-// (table_plugin.cc) takes its table from $DSAF_TEST_TABLE.
+// naming the field and the value (docs/verify.md), on any machine; a plug-in that crashes
+// or hangs while loading is reported the same way (cli/kernel_open.h). The plug-in
+// (table_plugin.cc) takes its table and its misbehaviour from $DSAF_TEST_TABLE.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -14,8 +15,8 @@
 #if defined(DSAF_TABLE_PLUGIN)
 namespace {
 
-dsaf::testing_cli::CliRun verify_with_table(const std::string& table) {
-  return dsaf::testing_cli::run_shell("DSAF_TEST_TABLE='" + table + "' " + DSAF_CLI_PATH +
+dsaf::testing_cli::CliRun verify_with_table(const std::string& table, const std::string& environment = "") {
+  return dsaf::testing_cli::run_shell(environment + "DSAF_TEST_TABLE='" + table + "' " + DSAF_CLI_PATH +
                                       " verify --recipe sglang-v4-fp8 --cases 1 --kernel " + DSAF_TABLE_PLUGIN +
                                       " 2>&1");
 }
@@ -60,6 +61,26 @@ TEST(CliPluginTable, TheValidTablesLimitsPassItsChecks) {
     const dsaf::testing_cli::CliRun r = verify_with_table(table);
     EXPECT_EQ(r.out.find("dsaf_kernel_v2."), std::string::npos) << table << ": " << r.out;
     EXPECT_EQ(r.exit_code, 2) << table << ": " << r.out;
+  }
+}
+
+TEST(CliPluginTable, APlugInThatCrashesOrHangsWhileLoadingExitsTwoNamingIt) {
+  // Loaded in a child first: the CLI reports it, one line, exit 2 (a crash used to end the
+  // CLI with the plug-in's signal).
+  struct Case {
+    std::string table, expected;
+  };
+  const std::vector<Case> cases = {
+      {"abort_on_load=1", "crashed while loading (signal 6"},
+      {"crash_in_get=1", "crashed while loading (signal 11"},
+      {"hang_in_get=1", "did not finish within 2 s"},
+  };
+  for (const Case& c : cases) {
+    const dsaf::testing_cli::CliRun r = verify_with_table(c.table, "DSAF_PLUGIN_TIMEOUT_S=2 ");
+    EXPECT_EQ(r.exit_code, 2) << c.table << ": " << r.out;
+    EXPECT_NE(r.out.find(c.expected), std::string::npos) << c.table << ": " << r.out;
+    EXPECT_NE(r.out.find(DSAF_TABLE_PLUGIN), std::string::npos) << c.table << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.table << ": " << r.out;
   }
 }
 

@@ -3,6 +3,12 @@
 // values as strtoll reads them: 5, -1, 0x41): the checks `verify --kernel` makes of a
 // table when it opens it (device/kernel_under_test.cu check_table), which run before a GPU
 // is asked for, so on any machine. Its entry points fail when called: it is no kernel.
+// Three more knobs misbehave the way a broken plug-in can while it loads, which the CLI
+// must survive (cli/kernel_open.h): abort_on_load=1 aborts in a static constructor,
+// crash_in_get=1 dereferences a null pointer in dsaf_kernel_get, hang_in_get=1 never
+// returns from it.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +17,15 @@
 #include "device/kernel_abi.h"
 
 namespace {
+
+bool knob(const char* name) {
+  const char* table = std::getenv("DSAF_TEST_TABLE");
+  return table != nullptr && std::strstr(table, name) != nullptr;
+}
+
+__attribute__((constructor)) void on_load() {
+  if (knob("abort_on_load=1")) std::abort();
+}
 
 const char* last_error() { return "table_plugin: a table for verify's checks, not a kernel"; }
 int key_store(const dsaf_key_store_args_v2*) { return 1; }
@@ -55,6 +70,11 @@ dsaf_kernel_v2 table_from_environment() {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const dsaf_kernel_v2* dsaf_kernel_get(uint32_t abi_version) {
+  if (knob("crash_in_get=1")) {
+    volatile int* nowhere = nullptr;
+    *nowhere = 1;
+  }
+  while (knob("hang_in_get=1")) sleep(1);
   static const dsaf_kernel_v2 table = table_from_environment();
   return abi_version == DSAF_KERNEL_ABI_VERSION_2 ? &table : nullptr;
 }
