@@ -15,11 +15,12 @@ import json
 import numpy as np
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, find, given, settings  # noqa: E402
+# Not importorskip: scripts/setup.sh installs python3-hypothesis, and a missing one must
+# fail this suite rather than skip it unseen.
+from hypothesis import HealthCheck, find, given, settings
 
-import dsa_fidelity as d  # noqa: E402
-from dsa_fidelity.strategies import key_inputs, score_rows  # noqa: E402
+import dsa_fidelity as d
+from dsa_fidelity.strategies import key_inputs, score_rows
 
 RECIPE = "sglang-v4-fp8"
 QUIET = settings(database=None, deadline=None, derandomize=True,
