@@ -72,7 +72,12 @@ TEST(CliPluginTable, APlugInThatCrashesOrHangsWhileLoadingExitsTwoNamingIt) {
   };
   const std::vector<Case> cases = {
       {"abort_on_load=1", "crashed while loading (signal 6"},
+#if defined(__SANITIZE_ADDRESS__)
+      // AddressSanitizer's SEGV handler (in the child too) prints its report and exits 1.
+      {"crash_in_get=1", "failed while loading"},
+#else
       {"crash_in_get=1", "crashed while loading (signal 11"},
+#endif
       {"hang_in_get=1", "did not finish within 2 s"},
   };
   for (const Case& c : cases) {
@@ -80,7 +85,9 @@ TEST(CliPluginTable, APlugInThatCrashesOrHangsWhileLoadingExitsTwoNamingIt) {
     EXPECT_EQ(r.exit_code, 2) << c.table << ": " << r.out;
     EXPECT_NE(r.out.find(c.expected), std::string::npos) << c.table << ": " << r.out;
     EXPECT_NE(r.out.find(DSAF_TABLE_PLUGIN), std::string::npos) << c.table << ": " << r.out;
+#if !defined(__SANITIZE_ADDRESS__)  // the child's report shares stderr
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.table << ": " << r.out;
+#endif
   }
 }
 
