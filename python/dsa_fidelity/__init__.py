@@ -458,7 +458,8 @@ def compare_cache(actual: ArrayLike, expected_or_inputs: Union[ArrayLike, KeyInp
         raise TypeError("actual: None, expected the kernel's cache bytes")
     n = _native()
     if isinstance(expected_or_inputs, KeyInputs):
-        j = json.loads(n.compare_cache(expected_or_inputs.capture(recipe, cache=actual, rope_table=False), _recipe_json(recipe)))
+        capture = expected_or_inputs.capture(recipe, cache=actual, rope_table=False)  # each recipe's own rows
+        j = json.loads(n.compare_cache(capture, _recipe_json(recipe)))
         return CacheVerdict(j["pass"], j["recipe"], j["bytes_compared"], j["mismatched_bytes"],
                             j["mismatched_tokens"], _mismatch(j.get("first_mismatch")),
                             [c["change"] for c in j["explaining"]], j["text"], j)

@@ -64,7 +64,9 @@ def activation_row(kind: str, seed: int) -> np.ndarray:
         v[rng.integers(128)] = rng.standard_normal() * 2.0 ** rng.integers(-10, 10)
     elif kind == "bf16_bits":  # sign, any exponent up to 2^59, any mantissa
         exponent = rng.integers(0, 127 + 60, 128).astype(np.uint32)
-        bits = (rng.integers(0, 2, 128).astype(np.uint32) << 15) | (exponent << 7) | rng.integers(0, 128, 128).astype(np.uint32)
+        sign = rng.integers(0, 2, 128).astype(np.uint32)
+        mantissa = rng.integers(0, 128, 128).astype(np.uint32)
+        bits = (sign << 15) | (exponent << 7) | mantissa
         return (bits << 16).view(np.float32)
     else:
         raise ValueError(f"kind: {kind!r} is not one of {ROW_KINDS}")

@@ -49,7 +49,8 @@ def baseline():
     scores = rng.standard_normal((3, KEYS)).astype(np.float32)
     valid = np.array([KEYS, KEYS - 5, 1], np.int64)
     return dict(inputs=inputs, cache=cache, q=q, wproj=wproj, qpos=np.array([5, 9], np.int32), qout=out,
-                key_slots=slots.copy(), scores=scores, selected=d.topk(scores.astype(np.float64), K, valid), valid=valid)
+                key_slots=slots.copy(), scores=scores, selected=d.topk(scores.astype(np.float64), K, valid),
+                valid=valid)
 
 
 # Each function as a call on a flat dict of its arguments (arguments() gives the valid ones).
