@@ -1,21 +1,13 @@
 // File: kernel_open.cc — open_kernel_isolated (kernel_open.h).
 #include "cli/kernel_open.h"
 
-#include <cstdlib>
-
 #include "fixtures/untrusted.h"
 
 namespace dsaf::cli {
 
-int plugin_load_timeout_seconds() {
-  const char* value = std::getenv("DSAF_PLUGIN_TIMEOUT_S");
-  const int seconds = value ? std::atoi(value) : 0;
-  return seconds > 0 ? seconds : 60;
-}
-
 std::unique_ptr<dev::KernelUnderTest> open_kernel_isolated(const std::string& spec) {
   fixtures::ChildStep what;
-  what.timeout_seconds = plugin_load_timeout_seconds();
+  what.timeout_seconds = fixtures::timeout_seconds_from_environment("DSAF_PLUGIN_TIMEOUT_S", 60);
   what.hung = "--kernel '" + spec + "': loading the plug-in did not finish within " +
               std::to_string(what.timeout_seconds) + " s (its static constructors or dsaf_kernel_get hang)";
   what.crashed = [&spec](int signal) {

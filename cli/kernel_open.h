@@ -15,11 +15,8 @@
 
 namespace dsaf::cli {
 
-// Seconds the child may take to load a plug-in: DSAF_PLUGIN_TIMEOUT_S when set (tests),
-// else 60.
-int plugin_load_timeout_seconds();
-
-// dev::open_kernel(spec), after dev::probe_kernel(spec) finished cleanly in a child process.
+// dev::open_kernel(spec), after dev::probe_kernel(spec) finished cleanly in a child process
+// within 60 s (DSAF_PLUGIN_TIMEOUT_S when set, for tests).
 // Throws as open_kernel does, and dsaf::Error(kBadInput) when loading crashed or hung there.
 // Call it before this process initialises CUDA.
 std::unique_ptr<dev::KernelUnderTest> open_kernel_isolated(const std::string& spec);

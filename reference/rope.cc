@@ -95,13 +95,19 @@ bool RopeTable::holds(int position) const {
 }
 
 size_t RopeTable::row_of(int position) const {
-  if (!holds(position)) {
-    throw_bad_input(sparse_ ? "rope table: position " + std::to_string(position) + " is not one it was computed for"
-                            : "rope table: position " + std::to_string(position) + " outside [0, " +
-                                  std::to_string(cos_.size() / kRopePairs) + ")");
+  if (!sparse_) {
+    if (!holds(position)) {
+      throw_bad_input("rope table: position " + std::to_string(position) + " outside [0, " +
+                      std::to_string(cos_.size() / kRopePairs) + ")");
+    }
+    return static_cast<size_t>(position);
   }
-  if (!sparse_) return static_cast<size_t>(position);
-  return static_cast<size_t>(std::lower_bound(positions_.begin(), positions_.end(), position) - positions_.begin());
+  // One search finds the row and whether the position has one.
+  const auto at = std::lower_bound(positions_.begin(), positions_.end(), position);
+  if (at == positions_.end() || *at != position) {
+    throw_bad_input("rope table: position " + std::to_string(position) + " is not one it was computed for");
+  }
+  return static_cast<size_t>(at - positions_.begin());
 }
 
 const float* RopeTable::cos(int position) const { return cos_.data() + row_of(position) * kRopePairs; }
