@@ -211,20 +211,40 @@ std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>&
          ",\n  \"cases\": [\n" + json + "\n  ]";
 }
 
-// Top-K rows: distinct scores (a random permutation of a grid, so that every kernel's set
-// is the one set), every row at full length. The exact set of a row is the indices whose
-// grid rank is in the top K; each kernel's rows are compared with it, and a kernel that
-// differs is counted in rows and in missing keys (a wrong key in a row of K distinct
-// scores replaces one of the K best, so missing = intruding).
+// Top-K rows, every row at full length: distinct scores (a random permutation of a grid,
+// so that every kernel's set is the one set), or with DSAF_PEER_TOPK_SCORES=gaussian
+// standard normal scores (fp32; the K-th and (K+1)-th best of a row tie with probability
+// ~1e-3 per row; such a row is reported, since its set is not one set and a kernel may
+// differ there). The exact set of a row is the indices of its K best scores; each kernel's rows are
+// compared with it, and a kernel that differs is counted in rows and in missing keys (a
+// wrong key in a row of K distinct scores replaces one of the K best, so missing =
+// intruding).
 std::string bench_topk(int rows, int length, int k, const std::vector<Kernel>& kernels, double copy_gbps) {
   std::mt19937 rng(7);
+  const char* kind = std::getenv("DSAF_PEER_TOPK_SCORES");
+  const bool gaussian = kind != nullptr && std::string(kind) == "gaussian";
+  std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> scores(static_cast<size_t>(rows) * length);
   std::vector<int32_t> order(length), exact;
   exact.reserve(static_cast<size_t>(rows) * k);
   for (int r = 0; r < rows; ++r) {
+    float* row = scores.data() + static_cast<size_t>(r) * length;
     std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);
-    for (int i = 0; i < length; ++i) scores[static_cast<size_t>(r) * length + i] = 0.25f * order[i] - 1000.0f;
+    if (gaussian) {
+      for (int i = 0; i < length; ++i) row[i] = normal(rng);
+      // order[i]: the rank of score i from the bottom (ties by index, irrelevant when the
+      // K-th and (K+1)-th differ, checked below)
+      std::vector<int32_t> by_score(length);
+      std::iota(by_score.begin(), by_score.end(), 0);
+      std::sort(by_score.begin(), by_score.end(), [&](int32_t a, int32_t b) { return row[a] < row[b]; });
+      if (k < length && row[by_score[length - k]] == row[by_score[length - k - 1]]) {
+        std::printf("topk row %d: the K-th and (K+1)-th scores tie; the seed gives another set\n", r);
+      }
+      for (int i = 0; i < length; ++i) order[by_score[i]] = i;
+    } else {
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int i = 0; i < length; ++i) row[i] = 0.25f * order[i] - 1000.0f;
+    }
     for (int i = 0; i < length; ++i)
       if (order[i] >= length - k) exact.push_back(i);  // ascending index order, as the sorted sets below
   }
@@ -279,7 +299,8 @@ std::string bench_topk(int rows, int length, int k, const std::vector<Kernel>& k
                       ", \"exact_rows_wrong\": " + std::to_string(rows_wrong) +
                           ", \"exact_keys_missing\": " + std::to_string(keys_missing));
   }
-  return "  \"stage\": \"topk\",\n  \"rows\": " + std::to_string(rows) + ",\n  \"length\": " + std::to_string(length) +
+  return "  \"stage\": \"topk\",\n  \"scores\": \"" + std::string(gaussian ? "gaussian" : "distinct grid") +
+         "\",\n  \"rows\": " + std::to_string(rows) + ",\n  \"length\": " + std::to_string(length) +
          ",\n  \"k\": " + std::to_string(k) + ",\n  \"bytes\": " + std::to_string(bytes) + ",\n  \"cases\": [\n" + json +
          "\n  ]";
 }

@@ -17,10 +17,6 @@ namespace dsaf::dev {
 template <int kLanes>
 using HeadPart = float[HeadGroup<kLanes>::kValues];
 
-__device__ __forceinline__ float to_bf16_and_back(float v) {
-  return __bfloat162float(__float2bfloat16_rn(v));
-}
-
 // The 32 bits of a bf16 pair, .x in the low half (its layout in memory), read through
 // memcpy: a pointer cast to unsigned would break the aliasing rules; nvcc compiles either
 // to no instruction.
@@ -30,21 +26,23 @@ __device__ __forceinline__ unsigned bf16_pair_bits(__nv_bfloat162 pair) {
   return bits;
 }
 
-// Every value of the lane rounded to bf16 and widened back, two a conversion: cvt.rn.bf16x2
-// rounds each half as cvt.rn.bf16 rounds one value (on sm_90 both are the instruction
-// F2FP.BF16.F32.PACK_AB, the single one with a zero half; the bf16 stores write its
-// halves), and widening is a shift (the low half, .x) or a mask (the high half): three
-// instructions for two values where one at a time takes four.
+// v rounded to bf16 (nearest even; NaN -> the canonical 0x7fff) and widened back. A bf16
+// widens to fp32 by taking the high 16 bits, so the pair (+0, v) -- v in the high half, +0
+// the low -- is that fp32 already: cvt.rn.bf16x2 rounds each half as cvt.rn.bf16 rounds
+// one value, and on sm_90 it is the one instruction F2FP.BF16.F32.PACK_AB with a zero
+// register. Rounding alone and widening (a shift, or a mask for a pair's high half) takes
+// two instructions a value, or three a pair.
+__device__ __forceinline__ float to_bf16_and_back(float v) {
+  return __uint_as_float(bf16_pair_bits(__floats2bfloat162_rn(0.0f, v)));
+}
+
+// Every value of the lane rounded to bf16 and widened back (to_bf16_and_back: one
+// instruction a value).
 template <int kLanes>
 __device__ __forceinline__ void round_head_bf16(bool enabled, HeadPart<kLanes>& x) {
   if (!enabled) return;
-  static_assert(HeadGroup<kLanes>::kValues % 2 == 0, "pairs");
 #pragma unroll
-  for (int i = 0; i < HeadGroup<kLanes>::kValues; i += 2) {
-    const unsigned bits = bf16_pair_bits(__floats2bfloat162_rn(x[i], x[i + 1]));
-    x[i] = __uint_as_float(bits << 16);
-    x[i + 1] = __uint_as_float(bits & 0xffff0000u);
-  }
+  for (int i = 0; i < HeadGroup<kLanes>::kValues; ++i) x[i] = to_bf16_and_back(x[i]);
 }
 
 // Loads this lane's n floats of a [128] vector (n a multiple of 4, 16-byte aligned).

@@ -47,12 +47,16 @@ __device__ __forceinline__ KeyToken read_key_token(const KeyStoreArgs& args, con
 }
 
 // Norm -> RoPE -> Hadamard on this lane's part of a token (the recipe's roundings between);
-// its RoPE row is row token_in_tile of rope_rows.
+// its RoPE row is row token_in_tile of rope_rows. The input's bf16 rounding is skipped
+// where it cannot change a bit: on bf16 input (every value already a bf16, which the
+// rounding keeps; a NaN only loses its payload) followed by a norm, whose every output is
+// an arithmetic result (a NaN comes out canonical either way).
 template <int kLanes>
-__device__ __forceinline__ void transform_key(const ref::RecipeFields& r, int part, const float* norm_weight,
-                                              const float* norm_bias, const float* rope_rows, int token_in_tile,
-                                              HeadPart<kLanes>& x) {
-  round_head_bf16<kLanes>(r.key_rounding.input, x);
+__device__ __forceinline__ void transform_key(const ref::RecipeFields& r, bool input_bf16, int part,
+                                              const float* norm_weight, const float* norm_bias, const float* rope_rows,
+                                              int token_in_tile, HeadPart<kLanes>& x) {
+  const bool input_rounding_is_identity = input_bf16 && r.key_norm.kind != ref::NormKind::kNone;
+  round_head_bf16<kLanes>(r.key_rounding.input && !input_rounding_is_identity, x);
   norm_head<kLanes>(x, r.key_norm, part, norm_weight, norm_bias);
   if (r.key_norm.kind != ref::NormKind::kNone) round_head_bf16<kLanes>(r.key_rounding.norm, x);
   const float* rope_row = rope_rows + token_in_tile * KeyRing<kLanes>::kRopeStride;

@@ -107,7 +107,7 @@ key_store_kernel(const KeyStoreArgs args, const KeyStoreSchedule schedule) {
     const KeyToken t = read_key_token<kLanes>(args, ring, tile, i % 3, token_in_tile, part, x);
     __syncwarp();  // the input rows are read: the next tile's group may land
     const int next_rope_buffer = issue_group(i + 1, next_tile, tile_after_next, rope_buffer);
-    transform_key<kLanes>(r, part, norm_weight, norm_bias, ring.rope[rope_buffer], token_in_tile, x);
+    transform_key<kLanes>(r, args.input_bf16, part, norm_weight, norm_bias, ring.rope[rope_buffer], token_in_tile, x);
     if (staged_store) {
       // The cache values go out whole (16 lanes write a 256-byte row at once, not 32 lanes
       // 16 bytes of 32 rows) from the RoPE buffer the next tile does not need: this

@@ -152,7 +152,7 @@ key_store_producer_kernel(const KeyStoreArgs args, const KeyStoreSchedule schedu
     const KeyToken t = read_key_token<kLanes>(args, ring, tile, i % 3, token_in_tile, part, x);
     const bool keeps = keeps_rope_rows<kLanes>(ring, next_tile, i, lane);
     barrier_arrive(&h.rows_read);
-    transform_key<kLanes>(r, part, norm_weight, norm_bias, ring.rope[rope_buffer], token_in_tile, x);
+    transform_key<kLanes>(r, args.input_bf16, part, norm_weight, norm_bias, ring.rope[rope_buffer], token_in_tile, x);
     if (staged_store) {
       __syncwarp();  // every lane has read its RoPE row: the stage may be this tile's buffer
       if (i > 0) barrier_wait(&h.copied, (i - 1) & 1);

@@ -113,6 +113,52 @@ TEST(KeyStoreArgsCheck, ANormWithoutItsWeightOrBiasIsBadInput) {
   EXPECT_EQ(kind_of(layer_norm), ErrorKind::kBadInput);
 }
 
+// A key-store test's fixed tensors on the device: the recipe's RoPE table for 4,096
+// positions and a random norm weight and bias (drawn from rng).
+struct KeyStoreTensors {
+  explicit KeyStoreTensors(const ref::Recipe& recipe, std::mt19937& rng)
+      : rope(recipe.rope.table, 4096),
+        cos(std::vector<float>(rope.cos(0), rope.cos(0) + 4096 * 32)),
+        sin(std::vector<float>(rope.sin(0), rope.sin(0) + 4096 * 32)),
+        weight(draw(rng, 1.0f, 0.2f)),
+        bias(draw(rng, 0.0f, 0.1f)),
+        d_weight(weight),
+        d_bias(bias) {}
+  static std::vector<float> draw(std::mt19937& rng, float mean, float sigma) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> v(kHeadDim);
+    for (float& x : v) x = mean + sigma * normal(rng);
+    return v;
+  }
+  // Batch b (positions, sequences and page tables already on the device) stored from
+  // `input` into `cache`.
+  dev::KeyStoreArgs args(const ref::Recipe& recipe, const PagedBatch& b, const void* input, bool input_bf16,
+                         const int32_t* positions, const int32_t* seq, const int32_t* page_tables,
+                         uint8_t* cache) const {
+    dev::KeyStoreArgs a;
+    a.input = input;
+    a.input_bf16 = input_bf16;
+    a.num_tokens = static_cast<int64_t>(b.token_seq.size());
+    a.positions = positions;
+    a.seq = seq;
+    a.page_tables = page_tables;
+    a.page_table_stride = b.pages_per_seq;
+    a.rope_cos = cos.get();
+    a.rope_sin = sin.get();
+    a.norm_weight = d_weight.get();
+    a.norm_bias = d_bias.get();
+    a.cache = cache;
+    a.page_size = b.page_size;
+    a.recipe = recipe;
+    return a;
+  }
+
+  ref::RopeTable rope;
+  DeviceBuffer<float> cos, sin;
+  std::vector<float> weight, bias;
+  DeviceBuffer<float> d_weight, d_bias;
+};
+
 class KeyStoreGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
@@ -120,16 +166,8 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
   const ref::Recipe recipe = key_store_recipe(GetParam());
   const int kMinTokensPerClass = 10000;
   std::mt19937 rng(std::hash<std::string>{}(recipe.name));
-  const ref::RopeTable rope(recipe.rope.table, 4096);
-  DeviceBuffer<float> d_cos(std::vector<float>(rope.cos(0), rope.cos(0) + 4096 * 32));
-  DeviceBuffer<float> d_sin(std::vector<float>(rope.sin(0), rope.sin(0) + 4096 * 32));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> weight(kHeadDim), bias(kHeadDim);
-  for (int i = 0; i < kHeadDim; ++i) {
-    weight[i] = 1.0f + 0.2f * normal(rng);
-    bias[i] = 0.1f * normal(rng);
-  }
-  DeviceBuffer<float> d_weight(weight), d_bias(bias);
+  const KeyStoreTensors tensors(recipe, rng);
+  const ref::RopeTable& rope = tensors.rope;
   int64_t repeated_tiles = 0;  // tiles after one of equal positions in a tile order
   for (const PageClass& page_class : kPageClasses) {
     int64_t tokens = 0;
@@ -168,7 +206,7 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       // Reference
       const ref::PagedCacheLayout layout(recipe.key_quant.format, page_size);
       std::vector<uint8_t> expected(b.num_pages * layout.page_bytes(), 0xAA);
-      const ref::NormParams norm{weight.data(), bias.data()};
+      const ref::NormParams norm{tensors.weight.data(), tensors.bias.data()};
       for (int64_t t = 0; t < T; ++t) {
         const ref::StoredHead head = ref::run_key_path(recipe, input.data() + t * kHeadDim, b.token_pos[t], norm, rope);
         layout.store(expected, layout.locate(table_of(b, b.token_seq[t]), b.token_pos[t], b.num_pages), head);
@@ -178,21 +216,9 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       DeviceBuffer<float> d_in_f32(bf16_input ? std::vector<float>() : input);
       DeviceBuffer<uint16_t> d_in_bf16(bf16_input ? bits : std::vector<uint16_t>());
       DeviceBuffer<int32_t> d_pos(b.token_pos), d_seq(b.token_seq), d_tables(b.page_tables);
-      dev::KeyStoreArgs args;
-      args.input = bf16_input ? static_cast<const void*>(d_in_bf16.get()) : d_in_f32.get();
-      args.input_bf16 = bf16_input;
-      args.num_tokens = T;
-      args.positions = d_pos.get();
-      args.seq = d_seq.get();
-      args.page_tables = d_tables.get();
-      args.page_table_stride = b.pages_per_seq;
-      args.rope_cos = d_cos.get();
-      args.rope_sin = d_sin.get();
-      args.norm_weight = d_weight.get();
-      args.norm_bias = d_bias.get();
-      args.cache = d_cache.get();
-      args.page_size = page_size;
-      args.recipe = recipe;
+      const dev::KeyStoreArgs args =
+          tensors.args(recipe, b, bf16_input ? static_cast<const void*>(d_in_bf16.get()) : d_in_f32.get(), bf16_input,
+                       d_pos.get(), d_seq.get(), d_tables.get(), d_cache.get());
       dev::KeyStoreSchedule schedule;
       schedule.lanes_per_head = lanes;
       schedule.max_blocks = max_blocks;
@@ -275,6 +301,61 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
               static_cast<long long>(repeated_tiles));
   RecordProperty("repeated_position_tiles", std::to_string(repeated_tiles));
   EXPECT_GT(repeated_tiles, 0);
+}
+
+// On bf16 input a NaN's payload and sign never reach the cache: the kernels skip the input's
+// bf16 rounding (which canonicalises a NaN and keeps every other bf16) where a norm follows
+// (device/key_store/key_token.cuh), so the bytes stored from NaNs of any payload must equal
+// those stored from the canonical NaN 0x7fff, at every lane width. Rows hold one NaN, a
+// few, or only NaNs, among Gaussian values.
+TEST_P(KeyStoreGpu, Bf16NanPayloadsStoreAsTheCanonicalNan) {
+  DSAF_REQUIRE_GPU();
+  const ref::Recipe recipe = key_store_recipe(GetParam());
+  std::mt19937 rng(std::hash<std::string>{}(recipe.name) ^ 0x4e614eu);
+  const KeyStoreTensors tensors(recipe, rng);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int page_size = 16;
+  PagedBatch b = random_batch(rng, page_size, 4, 600);
+  const int64_t T = static_cast<int64_t>(b.token_seq.size());
+  std::vector<float> input(T * kHeadDim);
+  for (float& v : input) v = normal(rng);
+  std::vector<uint16_t> payloads = to_bf16_bits(input), canonical;
+  std::uniform_int_distribution<int> payload(1, 0x7f), dim(0, kHeadDim - 1);
+  int64_t nans = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const int kind = static_cast<int>(t % 3);  // one NaN, eight, all
+    const int count = kind == 0 ? 1 : kind == 1 ? 8 : kHeadDim;
+    for (int n = 0; n < count; ++n) {
+      const int i = kind == 2 ? n : dim(rng);
+      const uint16_t sign = (rng() & 1) ? 0x8000 : 0;
+      payloads[t * kHeadDim + i] = static_cast<uint16_t>(sign | 0x7f80 | payload(rng));  // quiet or signalling
+    }
+  }
+  canonical = payloads;
+  for (uint16_t& bits : canonical) {
+    if ((bits & 0x7f80) == 0x7f80 && (bits & 0x7f) != 0) bits = 0x7fff, ++nans;
+  }
+  const ref::PagedCacheLayout layout(recipe.key_quant.format, page_size);
+  DeviceBuffer<int32_t> d_pos(b.token_pos), d_seq(b.token_seq), d_tables(b.page_tables);
+  const auto store = [&](const std::vector<uint16_t>& bits, int lanes) {
+    DeviceBuffer<uint16_t> d_in(bits);
+    DeviceBuffer<uint8_t> d_cache(std::vector<uint8_t>(b.num_pages * layout.page_bytes(), 0xAA));
+    const dev::KeyStoreArgs args =
+        tensors.args(recipe, b, d_in.get(), true, d_pos.get(), d_seq.get(), d_tables.get(), d_cache.get());
+    dev::KeyStoreSchedule schedule;
+    schedule.lanes_per_head = lanes;
+    dev::launch_key_store(args, schedule);
+    return d_cache.download();
+  };
+  for (int lanes : kLaneWidths) {
+    const std::vector<uint8_t> from_payloads = store(payloads, lanes), from_canonical = store(canonical, lanes);
+    const auto differ = std::mismatch(from_payloads.begin(), from_payloads.end(), from_canonical.begin());
+    EXPECT_TRUE(differ.first == from_payloads.end())
+        << recipe.name << ", " << lanes << " lanes per head: cache byte " << (differ.first - from_payloads.begin())
+        << " differs";
+  }
+  std::printf("[ %s ] %lld NaNs of random payload and sign in %lld tokens: the canonical NaN's bytes\n",
+              recipe.name.c_str(), static_cast<long long>(nans), static_cast<long long>(T));
 }
 
 // What launch_key_store says when it refuses `args` under `schedule` ("not refused" if it
