@@ -18,6 +18,15 @@ cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
 out=${OUT:-bench/results}
 mkdir -p "$out"
+# DSAF_GPU_CHECK_TARBALL=1: every file goes into one gpu-check.tgz in $OUT, written at exit
+# (also when the call's limit cuts the script short with SIGTERM): the device tool returns
+# only a limited number of files from $OUT and drops the rest (docs/gpu-host.md).
+if [ "${DSAF_GPU_CHECK_TARBALL:-0}" = 1 ]; then
+  tarball="$out/gpu-check.tgz"
+  out=$(mktemp -d)
+  trap 'tar czf "$tarball" -C "$out" .' EXIT
+  trap 'exit 143' TERM
+fi
 stamp="$(date +%Y-%m-%d)-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')"
 export PATH=/usr/local/cuda/bin:$PATH
 if [ "${DSAF_GPU_TESTS_ONLY:-0}" = 1 ]; then
