@@ -23,9 +23,8 @@ struct PinnedKeyPath {
   const char* name;          // the preset whose fields it pins
   ref::RecipeFields fields;  // that preset's
   // The fastest lane-group width at 1M tokens (docs/key-path-speed.md): 1 lane issues
-  // the fewest instructions a token; bf16 stores at 2 lanes hold fewer values a lane.
-  // sglang-v41-fp4 takes sglang-v4-fp4's width, its closest recipe, until its own widths
-  // are timed.
+  // the fewest instructions a token; bf16 stores at 2 lanes hold fewer values a lane;
+  // sglang-v41-fp4 (two fp4 encodes a value) measured fastest at 4 (H100).
   int fastest_lanes;
   // At 1 lane, run on producer and compute warps (producer_kernel.cuh). Faster for the
   // paths whose norm sums sequentially; the sglang-v4 paths lose more to the hand-offs than
@@ -45,7 +44,7 @@ inline constexpr PinnedKeyPath kPinnedKeyPaths[] = {
     {"sglang-v32-fused", ref::preset_fields::sglang_v32_fused(), 1, true},
     {"vllm-v32", ref::preset_fields::vllm_v32(), 1, true},
     {"dsv4-ref", ref::preset_fields::dsv4_ref(), 1, true},
-    {"sglang-v41-fp4", ref::preset_fields::sglang_v41_fp4(), 1, false},
+    {"sglang-v41-fp4", ref::preset_fields::sglang_v41_fp4(), 4, false},
 };
 inline constexpr int kNumPinnedKeyPaths = sizeof(kPinnedKeyPaths) / sizeof(kPinnedKeyPaths[0]);
 inline constexpr int kGenericKeyPath = -1;  // every field read from the arguments
