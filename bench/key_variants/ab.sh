@@ -2,8 +2,8 @@
 # A/B of a key-kernel patch on the GPU host, old and new in one call:
 #   bench/key_variants/ab.sh OUT_DIR PATCH [RECIPE ...]
 # From the repository root (a clean tree at the commit to compare with; the Debian packages
-# in .deps/debs, scripts/gpu_host.sh --fetch): copies the tracked files twice under
-# /tmp/key-ab/{old,new}, applies PATCH to new, builds key_store_bench in both
+# in .deps/debs, scripts/gpu_host.sh --fetch): copies the files git does not ignore twice,
+# to /tmp/key-ab/{old,new}, applies PATCH to new, builds key_store_bench in both
 # (scripts/gpu_host.sh, one after the other: the first unpacks the Debian packages) and
 # device_gpu_test in new, runs new's key and query byte tests of the recipes, then
 # key_store_bench for each recipe, old and new alternated, two rounds. OUT_DIR gets the
@@ -20,7 +20,9 @@ export PATH=/usr/local/cuda/bin:$PATH
 root=/tmp/key-ab
 rm -rf "$root" && mkdir -p "$root/old" "$root/new"
 for side in old new; do
-  git ls-files -z | xargs -0 cp --parents -t "$root/$side"
+  # The working tree's files, not only the index's (a checkout copied without its git
+  # state lists new files as untracked); ignored folders (.deps, builds) stay behind.
+  git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$root/$side" 2>/dev/null
   mkdir -p "$root/$side/.deps" && ln -s "$PWD/.deps/debs" "$root/$side/.deps/debs"
 done
 (cd "$root/new" && git apply "$patch") || { echo "the patch does not apply" | tee "$out/summary.txt"; exit 2; }
