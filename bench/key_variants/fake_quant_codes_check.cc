@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <random>
 
 #include "reference/numeric/minifloat.h"
@@ -24,13 +23,6 @@
 namespace {
 
 using namespace dsaf::ref;
-
-// The exponent-bits ceiling of a positive normal float, as a ue8m0 byte.
-int ceil_byte(float raw) {
-  uint32_t bits;
-  std::memcpy(&bits, &raw, sizeof bits);
-  return static_cast<int>((bits >> 23) & 0xFF) + ((bits & 0x7F'FFFF) != 0 ? 1 : 0);
-}
 
 // 8 codes a word, value n in nibble n: each multiplied by 2^j (the identity above).
 uint32_t codes_times_pow2(uint32_t codes, int j, Fp4ZeroSign zero_sign) {
@@ -80,7 +72,7 @@ int main() {
       for (int b = 0; b < 4; ++b) {
         float amax = 0.0f;
         for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
-        const int first_byte = ceil_byte(std::fmax(amax, 6.0f * 0x1p-126f) * (1.0f / 6.0f));
+        const int first_byte = encode_ue8m0_ceil(std::fmax(amax, 6.0f * 0x1p-126f) * (1.0f / 6.0f));
         const float s1 = decode_ue8m0(static_cast<uint8_t>(first_byte));
         uint32_t words[4] = {};
         uint32_t top = 0;
@@ -93,7 +85,7 @@ int main() {
         }
         const float top_value = decode_e2m1(static_cast<uint8_t>(top));
         const float floored = std::fmax(top_value * s1, spec.amax_floor);
-        const int byte = ceil_byte(spec.divisor == ScaleDivisor::kDivide ? floored / 6.0f : floored * (1.0f / 6.0f));
+        const int byte = encode_ue8m0_ceil(spec.divisor == ScaleDivisor::kDivide ? floored / 6.0f : floored * (1.0f / 6.0f));
         const int j = first_byte - byte;
         same = same && expected.scale_bytes[b] == byte;
         if (!(top_value == 0.0f || (j >= 0 && j <= 3 && top_value * std::ldexp(1.0f, j) <= 6.0f))) {

@@ -319,7 +319,7 @@ TEST_P(KeyStoreGpu, Bf16NanPayloadsStoreAsTheCanonicalNan) {
   const int64_t T = static_cast<int64_t>(b.token_seq.size());
   std::vector<float> input(T * kHeadDim);
   for (float& v : input) v = normal(rng);
-  std::vector<uint16_t> payloads = to_bf16_bits(input), canonical;
+  std::vector<uint16_t> payloads = to_bf16_bits(input);
   std::uniform_int_distribution<int> payload(1, 0x7f), dim(0, kHeadDim - 1);
   int64_t nans = 0;
   for (int64_t t = 0; t < T; ++t) {
@@ -331,7 +331,7 @@ TEST_P(KeyStoreGpu, Bf16NanPayloadsStoreAsTheCanonicalNan) {
       payloads[t * kHeadDim + i] = static_cast<uint16_t>(sign | 0x7f80 | payload(rng));  // quiet or signalling
     }
   }
-  canonical = payloads;
+  std::vector<uint16_t> canonical = payloads;
   for (uint16_t& bits : canonical) {
     if ((bits & 0x7f80) == 0x7f80 && (bits & 0x7f) != 0) bits = 0x7fff, ++nans;
   }
