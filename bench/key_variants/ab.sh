@@ -10,6 +10,8 @@
 # logs, the benchmark JSONs and summary.txt (per recipe and round: the best of the orders
 # and the bytes-only twin, ms). Default recipes: the presets key_store_bench times by
 # default. Exit 1 when a byte test or a benchmark failed.
+# DSAF_AB_OLD_BUILD=DIR: time old from DIR, a build of this same unpatched tree that is
+# already there (scripts/gpu_host.sh DIR), instead of building old again.
 set -uo pipefail
 out=$1 patch=$(realpath "$2")
 shift 2
@@ -26,7 +28,9 @@ for side in old new; do
   mkdir -p "$root/$side/.deps" && ln -s "$PWD/.deps/debs" "$root/$side/.deps/debs"
 done
 (cd "$root/new" && git apply "$patch") || { echo "the patch does not apply" | tee "$out/summary.txt"; exit 2; }
+[ -n "${DSAF_AB_OLD_BUILD:-}" ] && ln -s "$(realpath "$DSAF_AB_OLD_BUILD")" "$root/build-old"
 for side in old new; do
+  [ "$side" = old ] && [ -n "${DSAF_AB_OLD_BUILD:-}" ] && continue
   (cd "$root/$side" && scripts/gpu_host.sh "$root/build-$side" key_store_bench) > "$out/build-$side.log" 2>&1 ||
     { echo "build $side failed (build-$side.log)" | tee -a "$out/summary.txt"; exit 1; }
 done

@@ -1,5 +1,6 @@
 // File: fake_quant_codes_check.cc
-// Host check of the identity fp4-fake-quant-codes.patch builds on, against the reference:
+// Host check of the identity store_fake_quantised_e2m1 (device/head/quantize.cuh) builds on,
+// against the reference:
 // for a Fp4Prestage::kFakeQuant recipe with a power-of-two second scale, a block's stored
 // e2m1 codes are its first-stage codes shifted by j = log2(s1 / s2) (magnitude c >= 2 ->
 // c + 2j, 1 -> 2j for j > 0, sign kept or dropped with a zero magnitude) whenever j >= 0

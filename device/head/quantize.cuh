@@ -137,17 +137,26 @@ __device__ __forceinline__ float e2m1_value(unsigned code) {
 // of 32 (in the lane, or over 32 / V lanes), s = 2^ceil(log2(max(amax, 6 * 2^-126) *
 // fl(1/6))) by the exponent bits, x = value(e2m1_rne(x * (1/s) + 0)) * s. Every product
 // is exact (s a power of two, the code value 2 significant bits).
+// The fake quantisation's scale byte of block b (of kBlockValues values in this lane, the
+// block spread over 32 / V lanes when V < 32): the exponent bits' ceiling of
+// max(amax, 6 * 2^-126) * fl(1/6). Every lane of the group takes part (a shuffle).
+template <int kLanes, int kBlockValues>
+__device__ __forceinline__ int fake_quant_scale_byte(const HeadPart<kLanes>& x, int b) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
+  constexpr float kAmaxFloor = 6.0f * 0x1p-126f;
+  float amax = lane_amax<kBlockValues>(x, b * kBlockValues);
+  if constexpr (kV < 32) amax = group_max<32 / kV>(amax);
+  return ue8m0_byte(__fmul_rn(fmaxf(amax, kAmaxFloor), 1.0f / 6.0f), ref::ScalePow2::kExponentBitsCeil);
+}
+
 template <int kLanes>
 __device__ __forceinline__ void fp4_fake_quant_head(HeadPart<kLanes>& x) {
   constexpr int kV = HeadGroup<kLanes>::kValues;
   constexpr int kBlocks = kV >= 32 ? kV / 32 : 1;
   constexpr int kBlockValues = kV >= 32 ? 32 : kV;
-  constexpr float kAmaxFloor = 6.0f * 0x1p-126f;
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b) {
-    float amax = lane_amax<kBlockValues>(x, b * kBlockValues);
-    if constexpr (kV < 32) amax = group_max<32 / kV>(amax);
-    const float scale = pow2_scale(ue8m0_byte(__fmul_rn(fmaxf(amax, kAmaxFloor), 1.0f / 6.0f), ref::ScalePow2::kExponentBitsCeil));
+    const float scale = pow2_scale(fake_quant_scale_byte<kLanes, kBlockValues>(x, b));
     const float inv = __frcp_rn(scale);
 #pragma unroll
     for (int i = 0; i < kBlockValues; ++i) {
@@ -155,6 +164,98 @@ __device__ __forceinline__ void fp4_fake_quant_head(HeadPart<kLanes>& x) {
       const float scaled = __fadd_rn(__fmul_rn(v, inv), 0.0f);
       v = __fmul_rn(e2m1_round(scaled, ref::Rounding::kNearestEven, ref::Fp4ZeroSign::kKeep), scale);
     }
+  }
+}
+
+// Fp4Prestage::kFakeQuant followed by e2m1 codes, computed from the first stage's codes.
+// The first stage leaves each value of a block at v = +-value(c1) * s1 (s1 its power-of-two
+// scale, c1 its code), so the block's amax is value(top) * s1, top the largest magnitude
+// code, exactly, and when the second stage's scale s2 is a power of two, v / s2 = +-value(c1)
+// * 2^j with j = log2(s1 / s2). For 0 <= j and value(top) * 2^j <= 6 every such value is
+// on the e2m1 grid again (a code value is 1 or 1.5 times a power of two from 0.5 up, and
+// doubling stays on the grid up to 6), so the second stage rounds nothing and its code is
+// the first's shifted: magnitude c >= 2 -> c + 2j (two codes a binade), 1 (0.5) -> 2j
+// for j > 0, 0 -> 0; the sign stays (kKeep) or goes with a zero magnitude (kPositive). That
+// replaces the second encode of every value by word operations on 8 packed codes. A block
+// that fails the test (the second floor lifts s2 above s1, as in a block of tiny nonzero
+// values; an infinity, where s1 is infinite and 0 * s1 is NaN) takes the first stage's
+// values and the second encode, as store_head did for all.
+// The codes: 8 a word, value 8k+n in nibble n; mags the magnitude bits, one bit a nibble
+// in the masks.
+__device__ __forceinline__ unsigned e2m1_codes_times_pow2(unsigned codes, int j, ref::Fp4ZeroSign zero_sign) {
+  const unsigned mags = codes & 0x7777'7777u;
+  const unsigned nonzero = (mags | mags >> 1 | mags >> 2) & 0x1111'1111u;
+  const unsigned at_least_two = (mags >> 1 | mags >> 2) & 0x1111'1111u;  // codes 2..7
+  const unsigned is_one = nonzero ^ at_least_two;
+  // per nibble at most 7 (the caller's test): no carry into the next
+  const unsigned shifted = mags + at_least_two * static_cast<unsigned>(2 * j) +
+                           is_one * static_cast<unsigned>(j > 0 ? 2 * j - 1 : 0);
+  const unsigned signs = codes & (zero_sign == ref::Fp4ZeroSign::kPositive ? nonzero << 3 : 0x8888'8888u);
+  return shifted | signs;
+}
+
+template <int kLanes, int kValuesAlign>
+__device__ __forceinline__ void store_fake_quantised_e2m1(const HeadPart<kLanes>& x, int part, const ref::QuantSpec& q,
+                                                          uint8_t* values, uint8_t* scales, bool store) {
+  constexpr int kV = HeadGroup<kLanes>::kValues;
+  constexpr int kBlocks = kV >= 32 ? kV / 32 : 1;
+  constexpr int kBlockValues = kV >= 32 ? 32 : kV;
+  constexpr int kBlockWords = kBlockValues / 8;
+  static_assert(kBlockValues % 8 == 0, "whole words of codes");
+  unsigned w[kV / 8];
+  int byte[kBlocks];
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b) {
+    // First stage (fp4_fake_quant_head's rules), kept as codes.
+    const int first_byte = fake_quant_scale_byte<kLanes, kBlockValues>(x, b);
+    const float s1 = pow2_scale(first_byte), inv1 = __frcp_rn(s1);
+    unsigned top = 0;
+#pragma unroll
+    for (int k = 0; k < kBlockWords; ++k) {
+      unsigned word = 0;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float scaled = __fadd_rn(__fmul_rn(x[b * kBlockValues + 8 * k + n], inv1), 0.0f);
+        const unsigned mag = e2m1_magnitude(scaled, ref::Rounding::kNearestEven);
+        top = max(top, mag);
+        word |= mag << (4 * n) | (e2m1_negative(scaled, ref::Fp4ZeroSign::kKeep) ? 8u << (4 * n) : 0u);
+      }
+      w[b * kBlockWords + k] = word;
+    }
+    float top_value = e2m1_value(top);
+    if constexpr (kV < 32) top_value = group_max<32 / kV>(top_value);
+    // Second stage: its scale from the block's amax, value(top) * s1 (exact).
+    byte[b] = ue8m0_byte(raw_scale(__fmul_rn(top_value, s1), q, 6.0f, 1.0f / 6.0f), q.pow2);
+    const int j = first_byte - byte[b];
+    const bool shifted = first_byte != 255 &&  // s1 finite: with an infinity in the block, 0 * s1 is NaN
+                         (top_value == 0.0f || (j >= 0 && j <= 3 && __fmul_rn(top_value, pow2_scale(127 + j)) <= 6.0f));
+    if (shifted) {
+#pragma unroll
+      for (int k = 0; k < kBlockWords; ++k) {
+        w[b * kBlockWords + k] = e2m1_codes_times_pow2(w[b * kBlockWords + k], top_value == 0.0f ? 0 : j, q.fp4_zero_sign);
+      }
+    } else {
+      const float s2 = pow2_scale(byte[b]), inv2 = __frcp_rn(s2);
+#pragma unroll
+      for (int k = 0; k < kBlockWords; ++k) {
+        const unsigned first = w[b * kBlockWords + k];
+        unsigned word = 0;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          const float v = __fmul_rn(e2m1_value(first >> (4 * n)), s1);  // the first stage's value
+          const float scaled = apply_scale(v, s2, inv2, true, q.apply);
+          word |= e2m1_magnitude(scaled, q.fp4_rounding) << (4 * n) |
+                  (e2m1_negative(scaled, q.fp4_zero_sign) ? 8u << (4 * n) : 0u);
+        }
+        w[b * kBlockWords + k] = word;
+      }
+    }
+  }
+  if (!store) return;
+  store_words<kV / 8, part_alignment(kValuesAlign, kV / 2)>(values + part * (kV / 2), w);
+  if ((part * kV) % 32 == 0) {
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) scales[part * kV / 32 + b] = static_cast<uint8_t>(byte[b]);
   }
 }
 
@@ -202,6 +303,12 @@ __device__ __forceinline__ float store_head(HeadPart<kLanes>& x, int part, const
   } else {  // kFp4E2m1, kFp4SimulatedBf16: blocks of 32 values, each in one lane or 32/V lanes
     constexpr int kBlocks = kV >= 32 ? kV / 32 : 1;  // blocks this lane touches
     constexpr int kBlockValues = kV >= 32 ? 32 : kV;  // of which it holds this many
+    if constexpr (kFormat == ref::StorageFormat::kFp4E2m1) {
+      if (q.fp4_prestage == ref::Fp4Prestage::kFakeQuant && q.pow2 != ref::ScalePow2::kNone) {
+        store_fake_quantised_e2m1<kLanes, kValuesAlign>(x, part, q, values, scales, store);
+        return 1.0f;
+      }
+    }
     if (q.fp4_prestage == ref::Fp4Prestage::kFakeQuant) fp4_fake_quant_head<kLanes>(x);
     float scale[kBlocks], inv[kBlocks];
     int byte[kBlocks];
