@@ -43,7 +43,7 @@
 //    block merge sort, one a thread for K <= 1024, else two) and writes the indices. By
 //    index: the slices are contiguous ranges of positions in rank order, so each block
 //    writes its own selection, ascending, after the selections of the blocks before it
-//    (write_by_index: a bitmap, no sort). Block 0 writes -1 after the valid count.
+//    (mark_selection, write_marked: a bitmap, no sort). Block 0 writes -1 after the valid count.
 // Determinism: the selected set is a function of the row only, and sorting distinct
 // composites (or distinct positions) has one result, so the unordered shared-memory
 // appends (atomicAdd slots) and the slice split never show in the output; every
@@ -158,7 +158,7 @@ struct Smem {
 };
 
 static_assert(sizeof(Smem) <= 227 * 1024, "sm_90's dynamic shared memory limit per block");
-static_assert(sizeof(Smem::buffer) * 8 >= kTopKMaxRowLength, "write_by_index: a bit for every position of a row");
+static_assert(sizeof(Smem::buffer) * 8 >= kTopKMaxRowLength, "mark_selection: a bit for every position of a row");
 
 __device__ __forceinline__ uint32_t order_key(uint32_t bits) {
   bits = bits == 0x8000'0000u ? 0u : bits;  // -0.0 -> +0.0: equal scores in the reference
@@ -566,19 +566,23 @@ __device__ bool narrow_plan(Plan<uint64_t>& plan, Progress& g, const uint32_t* h
 }
 
 // TopKOrder::kByIndex: this block's `selected` composites written as positions in
-// ascending order to out[before ..]. The positions lie in the block's range [lo, hi); a
-// bitmap of it (hi - lo bits, which the buffer holds: static_asserts at Smem and GridSmem)
-// takes the buffer, free after the last pass, one bit set per selected position. Thread t
-// counts the bits of its run of words and an exclusive scan over the block gives its first
-// output slot.
+// ascending order to out[before ..], in two steps. mark_selection: the positions lie in the
+// block's range [lo, hi); a bitmap of it (hi - lo bits, which the buffer holds:
+// static_asserts at Smem and GridSmem) takes the buffer, free after the last pass, one bit
+// set per selected position (at most kTopKMaxK: a larger count is an overflow the verdict
+// reports, and nothing is written); returns the set bits of this thread's run of words.
+// write_marked: an exclusive scan of those counts over the block gives each thread its
+// first output slot. Only the second step needs `before`, so the grid path marks before
+// the exchange that yields it.
 template <class Sm>
-__device__ void write_by_index(Sm& sm, int lo, int hi, uint32_t before, int32_t* out) {
+__device__ uint32_t mark_selection(Sm& sm, int lo, int hi) {
   const int tid = static_cast<int>(threadIdx.x);
   uint32_t* bits = reinterpret_cast<uint32_t*>(sm.buffer);
   const int words = (hi - lo + 31) / 32;
   for (int w = tid; w < words; w += kThreads) bits[w] = 0;
   __syncthreads();
-  for (uint32_t i = tid; i < sm.s.selected_count; i += kThreads) {
+  const uint32_t selected = min(sm.s.selected_count, static_cast<uint32_t>(kTopKMaxK));
+  for (uint32_t i = tid; i < selected; i += kThreads) {
     const int offset = static_cast<int>(kIndexMask - (sm.selected[i] & kIndexMask)) - lo;
     atomicOr(&bits[offset >> 5], 1u << (offset & 31));
   }
@@ -587,6 +591,16 @@ __device__ void write_by_index(Sm& sm, int lo, int hi, uint32_t before, int32_t*
   const int first = min(words, tid * words_each), last = min(words, first + words_each);
   uint32_t mine = 0;
   for (int w = first; w < last; ++w) mine += __popc(bits[w]);
+  return mine;
+}
+
+template <class Sm>
+__device__ void write_marked(Sm& sm, int lo, int hi, uint32_t mine, uint32_t before, int32_t* out) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(sm.buffer);
+  const int words = (hi - lo + 31) / 32;
+  const int words_each = (words + kThreads - 1) / kThreads;
+  const int first = min(words, tid * words_each), last = min(words, first + words_each);
   uint32_t slot = 0;
   BlockScan(sm.scan).ExclusiveSum(mine, slot);
   slot += before;
@@ -595,6 +609,11 @@ __device__ void write_by_index(Sm& sm, int lo, int hi, uint32_t before, int32_t*
       out[slot++] = lo + 32 * w + __ffs(static_cast<int>(left)) - 1;
     }
   }
+}
+
+// Block 0 of a row, by index: -1 in the slots after the row's `count` selected positions.
+__device__ void fill_after(int32_t* out, uint32_t count, int k) {
+  for (int i = static_cast<int>(count) + static_cast<int>(threadIdx.x); i < k; i += kThreads) out[i] = -1;
 }
 
 __device__ void fill_row(int32_t* out, int k, uint32_t from, const uint64_t* sorted) {
@@ -662,10 +681,9 @@ __device__ void write_output(Sm& sm, TopKRowStatus result, bool by_index, int ra
   if (result != TopKRowStatus::kOk) {
     if (rank == 0) fill_row(out, k, 0, nullptr);
   } else if (by_index) {
-    write_by_index(sm, slice.begin(), slice.end(), before, out);
-    if (rank == 0) {
-      for (int i = static_cast<int>(count) + static_cast<int>(threadIdx.x); i < k; i += kThreads) out[i] = -1;
-    }
+    const uint32_t mine = mark_selection(sm, slice.begin(), slice.end());
+    write_marked(sm, slice.begin(), slice.end(), mine, before, out);
+    if (rank == 0) fill_after(out, count, k);
   } else if (rank == 0) {
     __syncthreads();  // the gathered selection is in the buffer; the histograms are free
     if (k <= kThreads) {  // count <= K: every output slot has a thread
@@ -777,7 +795,9 @@ constexpr int kGridBufferCapacity = 4096;  // elements in play after pass 1 (els
 
 struct GridSmem {
   static constexpr uint32_t kBufferSlots = kGridBufferCapacity;
-  uint32_t keys[kGridSliceScores + 8];   // the slice's order keys (+ block 0's head, the last block's tail: < 4 each)
+  // The slice's order keys (+ block 0's head, the last block's tail: < 4 each), and 4 more:
+  // scan_keys reads whole 16-byte groups, the last up to 3 keys past the slice.
+  uint32_t keys[kGridSliceScores + 8 + 4];
   uint64_t buffer[kGridBufferCapacity];  // in play after pass 1; then a by-index bitmap or block 0's gathered selection
   uint64_t selected[kTopKMaxK];          // this block's selected composites, unordered
   union {
@@ -787,11 +807,10 @@ struct GridSmem {
   };
   Scalars s;
   uint32_t before, count;  // step 4: the selections of the lower ranks; the row's
-  bool last_out;           // this block leaves the row's record last
   BlockScan::TempStorage scan;
 };
 static_assert(sizeof(GridSmem) <= 227 * 1024, "sm_90's dynamic shared memory limit per block");
-static_assert(sizeof(GridSmem::buffer) * 8 >= kGridSliceScores + 8, "write_by_index: a bit for every position");
+static_assert(sizeof(GridSmem::buffer) * 8 >= kGridSliceScores + 8, "mark_selection: a bit for every position");
 static_assert(kGridBufferCapacity >= kTopKMaxK, "block 0 gathers the row's selection in the buffer");
 
 // Per row, in global memory, kept from launch to launch (topk.cu). GridRowZeroed is zero
@@ -818,13 +837,14 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
 }
 
 // The row's blocks wait for one another: `arrivals` reaches `target` (blocks x barriers so
-// far). Every write of the block before it (its threads', ordered by the block barrier and
-// the fence) is visible to every block of the row after it.
+// far). Every write of the block before it is visible to every block of the row after it:
+// the block barrier orders the threads' writes before thread 0's release increment, whose
+// acquire load by a waiting thread 0 and that block's barrier order them before its
+// threads' reads (a release/acquire pair at gpu scope; no sequentially consistent fence).
 __device__ void row_barrier(uint32_t* arrivals, uint32_t target) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(arrivals, 1u);
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" : : "l"(arrivals) : "memory");
     while (load_acquire(arrivals) < target) {
     }
   }
@@ -860,20 +880,54 @@ __device__ bool stage_slice(const Slice& s, int lo, GridSmem& sm) {
   return nan;
 }
 
-// A pass over the staged keys, on the order key alone when the plan allows it.
+// A pass over the staged keys, on the order key alone when the plan allows it. The key-only
+// pass (every pass on the score's bits) takes 16 keys a thread a round, four 16-byte
+// groups, and appends the round's selected and buffered ones with one warp_append each:
+// an append per element would put a shared-memory atomic and a shuffle on each warp's
+// serial path for every element that passes, which most rounds of a warp hold. Every
+// thread runs the same number of rounds, so the warps are converged at each append.
 template <bool kFinal>
 __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, GridSmem& sm) {
-  const bool key_only = needs_key_only(p, kFinal);
-  if (key_only) {
-    const Plan<uint32_t> narrow = on_key<kFinal>(p);
-    for (int j = threadIdx.x; j < count; j += kThreads) {
-      const uint32_t key = sm.keys[j];
-      visit<kFinal>(key, composite(key, lo + j), narrow, sm.hist, sm);
-    }
-  } else {
+  if (!needs_key_only(p, kFinal)) {
     for (int j = threadIdx.x; j < count; j += kThreads) {
       const uint64_t c = composite(sm.keys[j], lo + j);
       visit<kFinal>(c, c, p, sm.hist, sm);
+    }
+    return;
+  }
+  constexpr int kGroups = 4;  // 16-byte groups of keys a thread a round
+  constexpr int kRoundKeys = 4 * kGroups * kThreads;
+  const Plan<uint32_t> q = on_key<kFinal>(p);
+  const int tid = static_cast<int>(threadIdx.x);
+  const auto* groups = reinterpret_cast<const uint4*>(sm.keys);
+  for (int round = 0; round < count; round += kRoundKeys) {
+    // Element 4u + e of this thread's round is key 4 (round / 4 + u kThreads + tid) + e.
+    const auto key_at = [&](int b) { return round + 4 * ((b / 4) * kThreads + tid) + b % 4; };
+    uint32_t selected = 0, buffered = 0;
+#pragma unroll
+    for (int u = 0; u < kGroups; ++u) {
+      const int first = key_at(4 * u);
+      const uint4 g = first < count ? groups[first / 4] : make_uint4(0, 0, 0, 0);
+      const uint32_t keys[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const uint32_t key = keys[e];
+        if (first + e >= count || (key & q.mask_in) != q.value_in) continue;
+        const uint32_t high = key & q.mask_sel;
+        if (high > q.value_sel || (kFinal && high == q.value_sel)) {
+          selected |= 1u << (4 * u + e);
+        } else if (!kFinal && high == q.value_sel) {
+          const uint32_t digit = (key >> q.digit_shift) & q.digit_mask;
+          atomicAdd(&sm.hist[digit], 1u);
+          if (q.buffer && digit >= q.buffer_from) buffered |= 1u << (4 * u + e);
+        }
+      }
+    }
+    const auto comp = [&](int b) { return composite(sm.keys[key_at(b)], lo + key_at(b)); };
+    warp_append<4 * kGroups>(sm.selected, &sm.s.selected_count, kTopKMaxK, selected, comp, &sm.s.overflow);
+    if constexpr (!kFinal) {
+      warp_append<4 * kGroups>(sm.buffer, &sm.s.buffered_count, GridSmem::kBufferSlots, buffered, comp,
+                               &sm.s.buffer_overflow);
     }
   }
 }
@@ -954,8 +1008,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // 4. Every block's count and flags through the row's record; by score, the selections
-  //    gathered there for block 0.
+  //    gathered there for block 0. By index, the block marks its selection first.
   const bool by_index = args.order == TopKOrder::kByIndex;
+  const uint32_t marked = by_index && !has_nan ? mark_selection(sm, lo, lo + count) : 0u;
   if (!has_nan && tid == 0) {
     const uint32_t selected = sm.s.selected_count;
     r.selected_count[rank] = selected;
@@ -985,19 +1040,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (result == TopKRowStatus::kOk && !by_index && rank == 0) {
     for (uint32_t i = tid; i < row_count; i += kThreads) sm.buffer[i] = __ldcg(&r.selected[i]);
   }
-  // Done with the row's record; the last block out zeroes it for the next launch.
-  __syncthreads();
-  if (tid == 0) {
-    __threadfence();
-    sm.last_out = atomicAdd(&z.departures, 1u) == static_cast<uint32_t>(blocks_per_row) - 1;
+  // Done with the row's record (every thread read the last of it before the block barrier
+  // that ends the scan above); the last block out zeroes it for the next launch, by its
+  // warp 0 while the other warps write. The increment releases this block's reads of the
+  // record and acquires the other blocks' (acq_rel); __syncwarp orders lane 0's acquire
+  // before the warp's stores.
+  if (tid < 32) {
+    uint32_t before_me = 0;
+    if (tid == 0) {
+      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before_me) : "l"(&z.departures) : "memory");
+    }
+    before_me = __shfl_sync(~0u, before_me, 0);
+    if (before_me == static_cast<uint32_t>(blocks_per_row) - 1) {
+      __syncwarp();
+      for (int i = tid; i < kBins; i += 32) z.hist0[i] = 0;
+      if (tid == 0) z.arrivals = z.departures = z.has_nan = z.overflow = z.gathered = 0;
+    }
   }
-  __syncthreads();
-  if (sm.last_out) {
-    __threadfence();
-    for (int i = tid; i < kBins; i += kThreads) z.hist0[i] = 0;
-    if (tid == 0) z.arrivals = z.departures = z.has_nan = z.overflow = z.gathered = 0;
+  if (result == TopKRowStatus::kOk && by_index) {
+    write_marked(sm, lo, lo + count, marked, before, out);
+    if (rank == 0) fill_after(out, row_count, args.k);
+  } else {
+    write_output(sm, result, by_index, rank, slice, before, row_count, args.k, out);
   }
-  write_output(sm, result, by_index, rank, slice, before, row_count, args.k, out);
   if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);
 }
 
