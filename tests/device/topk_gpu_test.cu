@@ -386,6 +386,46 @@ TEST(TopKGpu, GridPathMatchesReference) {
   std::printf("[ top-K ] grid path: %d rows in %d launches, index-exact\n", rows, launches);
 }
 
+// The grid path when one block's slice holds the row's whole selection: K - 48 scores in
+// high field-0 bins (selected by pass 1) and `crowd` distinct scores in [2, 2.5), one
+// field-0 bin, of which the selection needs 48 (in play after pass 1), over small
+// Gaussian scores elsewhere. With crowd 3,000 and K 2,048 the block's pass-1 candidates
+// (selected plus in play, ~5,000) exceed its 4,096-slot buffer while the in-play ones fit;
+// with K 1,025 both fit; with crowd 6,000 neither fits. Each slice of the four takes the
+// crowd in turn (row r: slice r % 4), both orders, G = 4.
+TEST(TopKGpu, GridPathWhenOneSliceHoldsTheSelectionAndItsBin) {
+  DSAF_REQUIRE_GPU();
+  constexpr int kLength = 131072, kSlices = 4, kNeeded = 48;
+  std::mt19937 rng(4096);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  int rows = 0;
+  for (const int crowd : {3000, 6000}) {
+    for (const int k : {2048, 1025}) {
+      Batch b = make_batch(rng, k);
+      for (int r = 0; r < kSlices; ++r) {
+        std::vector<float> row(kLength);
+        for (float& x : row) x = normal(rng) * 0.01f;
+        // Distinct positions inside slice r (away from its ends, which the alignment moves).
+        const int slice_begin = r * (kLength / kSlices) + 64;
+        std::vector<int> positions(kLength / kSlices - 128);
+        std::iota(positions.begin(), positions.end(), slice_begin);
+        std::shuffle(positions.begin(), positions.end(), rng);
+        int next = 0;
+        for (int i = 0; i < k - kNeeded; ++i) row[positions[next++]] = 1000.0f + static_cast<float>(i);
+        // Distinct values in [2, 2.5): 2 + j * 2^-22 for j < 2^19.
+        for (int i = 0; i < crowd; ++i) row[positions[next++]] = float_from_bits(0x4000'0000u + 97u * i);
+        add_row(b, std::move(row), RowKind::kSharedHighBits);
+      }
+      finish_stride(rng, b);
+      for (dev::TopKOrder order : kOrders) {
+        rows += check_batch(b, dev::kTopKGrid + kSlices, order);
+        rows += check_batch(b, dev::kTopKAutoBlocksPerRow, order);
+      }
+    }
+  }
+  std::printf("[ top-K ] %d rows with the selection in one slice, index-exact\n", rows);
+}
+
 // Edges on both paths: K = 1 and 7, empty rows and rows of 1-2 scores beside long ones, a
 // NaN as the first or the last score of a row (block 0's head, the last block's tail), and
 // rows without valid_lengths (every row the stride long).
