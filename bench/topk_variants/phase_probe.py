@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Writes a copy of device/topk/select.cuh whose grid kernel stamps its phases.
+
+    python3 bench/topk_variants/phase_probe.py SRC.cuh OUT.cuh
+
+SRC is a version of select.cuh (the working tree's, or `git show REV:device/topk/select.cuh`);
+OUT goes to build.sh as a variant (`probe=OUT.cuh`). Thread 0 of every block of
+topk_grid_kernel records %globaltimer (ns, one clock for every SM) at these points:
+
+     0  kernel entry                      1  pass 0 staged (before its histogram's publish)
+     2  after pass 0's row barrier        3, 5, 7, 9, 11  pass 1, 2, .. scanned
+     4, 6, 8, 10  after that pass's row barrier
+    12  before the row barrier of the selection counts, 13 after it
+    14  output written
+
+The last block to finish prints, for one launch in 25 (the 13th: within the timed launches
+of each topk_variants configuration), each point's earliest and latest time over the
+blocks from the earliest entry, and how many blocks reached it; then clears the stamps.
+The stamps and the extra block barrier at the end cost ~1 us of kernel time (compare the
+probe's time with its source's in the same run). Exits with an error when an anchor below
+is missing from SRC: the kernel changed, so this script must follow it.
+"""
+import sys
+
+PROBE = r'''
+// ---- Phase probe (bench/topk_variants/phase_probe.py; never in the product) ----
+__device__ unsigned long long g_probe[256][16];
+__device__ unsigned int g_probe_done;
+__device__ unsigned int g_probe_launch;
+__device__ __forceinline__ unsigned long long probe_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define PROBE(i) do { if (threadIdx.x == 0) g_probe[blockIdx.x][i] = probe_now(); } while (0)
+__device__ void probe_finish(int passes) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  g_probe[blockIdx.x][15] = passes;
+  __threadfence();
+  const unsigned blocks = gridDim.x;
+  if (atomicAdd(&g_probe_done, 1u) != blocks - 1) return;
+  __threadfence();
+  const unsigned launch = atomicAdd(&g_probe_launch, 1u);
+  g_probe_done = 0;
+  if (launch % 25 != 12) return;
+  unsigned long long t0 = ~0ull;
+  for (unsigned b = 0; b < blocks; ++b) t0 = min(t0, g_probe[b][0]);
+  printf("PROBE launch %u blocks %u passes(block 0) %llu\n", launch, blocks, g_probe[0][15]);
+  for (int i = 0; i < 15; ++i) {
+    unsigned long long lo = ~0ull, hi = 0;
+    unsigned n = 0;
+    for (unsigned b = 0; b < blocks; ++b) {
+      const unsigned long long t = g_probe[b][i];
+      if (t == 0) continue;
+      lo = min(lo, t - t0);
+      hi = max(hi, t - t0);
+      ++n;
+    }
+    if (n) printf("PROBE  point %2d: n %3u  min %7.2f us  max %7.2f us\n", i, n, lo * 1e-3, hi * 1e-3);
+  }
+  for (unsigned b = 0; b < blocks; ++b) {
+    for (int i = 0; i < 15; ++i) g_probe[b][i] = 0;
+  }
+}
+'''
+
+# (anchor in select.cuh, its replacement); each anchor must occur exactly once.
+EDITS = [
+    ("constexpr int kGridSliceScores = 32768;", PROBE + "constexpr int kGridSliceScores = 32768;"),
+    ("  GridSmem& sm = *reinterpret_cast<GridSmem*>(smem_bytes);\n  const int rank",
+     "  GridSmem& sm = *reinterpret_cast<GridSmem*>(smem_bytes);\n  PROBE(0);\n  const int rank"),
+    ("    sm.s.overflow = 1u;\n  }\n  __syncthreads();\n  publish_hist(sm.hist, z.hist0);",
+     "    sm.s.overflow = 1u;\n  }\n  __syncthreads();\n  PROBE(1);\n  publish_hist(sm.hist, z.hist0);"),
+    ("  sync_row();\n  const bool has_nan = __ldcg(&z.has_nan) != 0;\n",
+     "  sync_row();\n  PROBE(2);\n  const bool has_nan = __ldcg(&z.has_nan) != 0;\n"),
+    ("      scan_keys<false>(lo, count, plan, sm);\n    }\n    __syncthreads();\n    if (g.final) break;\n"
+     "    publish_hist(sm.hist, r.hist[pass - 1]);\n    sync_row();\n    find_bin_row",
+     "      scan_keys<false>(lo, count, plan, sm);\n    }\n    __syncthreads();\n"
+     "    PROBE(min(3 + 2 * (pass - 1), 11));\n    probe_passes = pass;\n    if (g.final) break;\n"
+     "    publish_hist(sm.hist, r.hist[pass - 1]);\n    sync_row();\n    PROBE(min(4 + 2 * (pass - 1), 11));\n"
+     "    find_bin_row"),
+    ("  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false, 0};\n  bool more = !has_nan;",
+     "  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false, 0};\n"
+     "  int probe_passes = 0;\n  bool more = !has_nan;"),
+    ("  sync_row();\n  const bool overflow = __ldcg(&z.overflow) != 0;",
+     "  PROBE(12);\n  sync_row();\n  PROBE(13);\n  const bool overflow = __ldcg(&z.overflow) != 0;"),
+    ("  if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);\n}\n\n}  // namespace",
+     "  if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);\n  __syncthreads();\n"
+     "  PROBE(14);\n  probe_finish(probe_passes);\n}\n\n}  // namespace"),
+]
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    text = open(sys.argv[1]).read()
+    for anchor, replacement in EDITS:
+        if text.count(anchor) != 1:
+            sys.exit(f"phase_probe.py: anchor found {text.count(anchor)} times, not once:\n{anchor}")
+        text = text.replace(anchor, replacement)
+    open(sys.argv[2], "w").write(text)
+
+
+if __name__ == "__main__":
+    main()
