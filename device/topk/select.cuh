@@ -830,10 +830,23 @@ struct alignas(16) GridRow {
   uint64_t selected[kTopKMaxK];  // by score: the row's selection, gathered for block 0
 };
 
+// The record's counters with release/acquire order at gpu scope; the instructions name the
+// global state space, so they take global addresses (cvta), not generic pointers.
 __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
   uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(__cvta_generic_to_global(p)) : "memory");
   return v;
+}
+
+__device__ __forceinline__ void add_release(uint32_t* p) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" : : "l"(__cvta_generic_to_global(p)) : "memory");
+}
+
+// Returns the value before the increment.
+__device__ __forceinline__ uint32_t add_acq_rel(uint32_t* p) {
+  uint32_t before;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(__cvta_generic_to_global(p)) : "memory");
+  return before;
 }
 
 // The row's blocks wait for one another: `arrivals` reaches `target` (blocks x barriers so
@@ -844,7 +857,7 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
 __device__ void row_barrier(uint32_t* arrivals, uint32_t target) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" : : "l"(arrivals) : "memory");
+    add_release(arrivals);
     while (load_acquire(arrivals) < target) {
     }
   }
@@ -1040,16 +1053,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (result == TopKRowStatus::kOk && !by_index && rank == 0) {
     for (uint32_t i = tid; i < row_count; i += kThreads) sm.buffer[i] = __ldcg(&r.selected[i]);
   }
-  // Done with the row's record (every thread read the last of it before the block barrier
+  // Done with the zeroed record (every thread read the last of it before the block barrier
   // that ends the scan above); the last block out zeroes it for the next launch, by its
-  // warp 0 while the other warps write. The increment releases this block's reads of the
-  // record and acquires the other blocks' (acq_rel); __syncwarp orders lane 0's acquire
-  // before the warp's stores.
+  // warp 0 (64 stores a lane; the others wait for it at write_marked's scan). The increment
+  // releases this block's reads of the record and acquires the other blocks' (acq_rel);
+  // __syncwarp orders lane 0's acquire before the warp's stores. Block 0's reads of
+  // r.selected (by score, above) are not ordered before it: GridRow is never zeroed, and
+  // the next launch writes it only after its first row barrier.
   if (tid < 32) {
     uint32_t before_me = 0;
-    if (tid == 0) {
-      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before_me) : "l"(&z.departures) : "memory");
-    }
+    if (tid == 0) before_me = add_acq_rel(&z.departures);
     before_me = __shfl_sync(~0u, before_me, 0);
     if (before_me == static_cast<uint32_t>(blocks_per_row) - 1) {
       __syncwarp();
