@@ -74,9 +74,9 @@ EDITS = [
      "    sm.s.overflow = 1u;\n  }\n  __syncthreads();\n  PROBE(1);\n  publish_hist(sm.hist, z.hist0);"),
     ("  sync_row();\n  const bool has_nan = __ldcg(&z.has_nan) != 0;\n",
      "  sync_row();\n  PROBE(2);\n  const bool has_nan = __ldcg(&z.has_nan) != 0;\n"),
-    ("      scan_keys<false>(lo, count, plan, sm);\n    }\n    __syncthreads();\n    if (g.final) break;\n"
+    ("    }\n    __syncthreads();\n    if (g.final) break;\n"
      "    publish_hist(sm.hist, r.hist[pass - 1]);\n    sync_row();\n    find_bin_row",
-     "      scan_keys<false>(lo, count, plan, sm);\n    }\n    __syncthreads();\n"
+     "    }\n    __syncthreads();\n"
      "    PROBE(min(3 + 2 * (pass - 1), 11));\n    probe_passes = pass;\n    if (g.final) break;\n"
      "    publish_hist(sm.hist, r.hist[pass - 1]);\n    sync_row();\n    PROBE(min(4 + 2 * (pass - 1), 11));\n"
      "    find_bin_row"),
