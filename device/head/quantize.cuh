@@ -133,10 +133,6 @@ __device__ __forceinline__ float e2m1_value(unsigned code) {
   return (code & 8) ? -mag : mag;
 }
 
-// Fp4Prestage::kFakeQuant (reference/recipe.h) on this lane's values, in place: per block
-// of 32 (in the lane, or over 32 / V lanes), s = 2^ceil(log2(max(amax, 6 * 2^-126) *
-// fl(1/6))) by the exponent bits, x = value(e2m1_rne(x * (1/s) + 0)) * s. Every product
-// is exact (s a power of two, the code value 2 significant bits).
 // The fake quantisation's scale byte of block b (of kBlockValues values in this lane, the
 // block spread over 32 / V lanes when V < 32): the exponent bits' ceiling of
 // max(amax, 6 * 2^-126) * fl(1/6). Every lane of the group takes part (a shuffle).
@@ -149,6 +145,10 @@ __device__ __forceinline__ int fake_quant_scale_byte(const HeadPart<kLanes>& x, 
   return ue8m0_byte(__fmul_rn(fmaxf(amax, kAmaxFloor), 1.0f / 6.0f), ref::ScalePow2::kExponentBitsCeil);
 }
 
+// Fp4Prestage::kFakeQuant (reference/recipe.h) on this lane's values, in place: per block
+// of 32 (in the lane, or over 32 / V lanes), s = 2^ceil(log2(max(amax, 6 * 2^-126) *
+// fl(1/6))) by the exponent bits, x = value(e2m1_rne(x * (1/s) + 0)) * s. Every product
+// is exact (s a power of two, the code value 2 significant bits).
 template <int kLanes>
 __device__ __forceinline__ void fp4_fake_quant_head(HeadPart<kLanes>& x) {
   constexpr int kV = HeadGroup<kLanes>::kValues;
@@ -263,7 +263,8 @@ __device__ __forceinline__ void store_fake_quantised_e2m1(const HeadPart<kLanes>
 // aligned) and scale bytes at `scales`. Layout per reference/paged_cache.h / quantize.h.
 // `store` false: compute only (a lane group padding the last warp). Returns the fp8
 // per-head scale (1 otherwise), which the query path folds into the head weight. An fp4
-// first stage (QuantSpec::fp4_prestage) rewrites x in place.
+// first stage (QuantSpec::fp4_prestage) may rewrite x in place (fp4_fake_quant_head) or
+// leave it (store_fake_quantised_e2m1): x is undefined after the call.
 template <ref::StorageFormat kFormat, int kLanes, int kValuesAlign = 4>
 __device__ __forceinline__ float store_head(HeadPart<kLanes>& x, int part, const ref::QuantSpec& q,
                                             uint8_t* values, uint8_t* scales, bool store) {

@@ -574,6 +574,17 @@ __device__ bool narrow_plan(Plan<uint64_t>& plan, Progress& g, const uint32_t* h
 // write_marked: an exclusive scan of those counts over the block gives each thread its
 // first output slot. Only the second step needs `before`, so the grid path marks before
 // the exchange that yields it.
+// This thread's run of the bitmap's words [first, last): consecutive runs in thread order.
+struct WordRun {
+  int first, last;
+};
+__device__ __forceinline__ WordRun word_run(int lo, int hi) {
+  const int words = (hi - lo + 31) / 32;
+  const int words_each = (words + kThreads - 1) / kThreads;
+  const int first = min(words, static_cast<int>(threadIdx.x) * words_each);
+  return {first, min(words, first + words_each)};
+}
+
 template <class Sm>
 __device__ uint32_t mark_selection(Sm& sm, int lo, int hi) {
   const int tid = static_cast<int>(threadIdx.x);
@@ -587,24 +598,20 @@ __device__ uint32_t mark_selection(Sm& sm, int lo, int hi) {
     atomicOr(&bits[offset >> 5], 1u << (offset & 31));
   }
   __syncthreads();
-  const int words_each = (words + kThreads - 1) / kThreads;
-  const int first = min(words, tid * words_each), last = min(words, first + words_each);
+  const WordRun run = word_run(lo, hi);
   uint32_t mine = 0;
-  for (int w = first; w < last; ++w) mine += __popc(bits[w]);
+  for (int w = run.first; w < run.last; ++w) mine += __popc(bits[w]);
   return mine;
 }
 
 template <class Sm>
 __device__ void write_marked(Sm& sm, int lo, int hi, uint32_t mine, uint32_t before, int32_t* out) {
-  const int tid = static_cast<int>(threadIdx.x);
   const uint32_t* bits = reinterpret_cast<const uint32_t*>(sm.buffer);
-  const int words = (hi - lo + 31) / 32;
-  const int words_each = (words + kThreads - 1) / kThreads;
-  const int first = min(words, tid * words_each), last = min(words, first + words_each);
+  const WordRun run = word_run(lo, hi);
   uint32_t slot = 0;
   BlockScan(sm.scan).ExclusiveSum(mine, slot);
   slot += before;
-  for (int w = first; w < last; ++w) {
+  for (int w = run.first; w < run.last; ++w) {
     for (uint32_t left = bits[w]; left != 0; left &= left - 1) {
       out[slot++] = lo + 32 * w + __ffs(static_cast<int>(left)) - 1;
     }

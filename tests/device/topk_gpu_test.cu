@@ -412,7 +412,7 @@ TEST(TopKGpu, GridPathWhenOneSliceHoldsTheSelectionAndItsBin) {
         std::shuffle(positions.begin(), positions.end(), rng);
         int next = 0;
         for (int i = 0; i < k - kNeeded; ++i) row[positions[next++]] = 1000.0f + static_cast<float>(i);
-        // Distinct values in [2, 2.5): 2 + j * 2^-22 for j < 2^19.
+        // Distinct values in [2, 2.5): 2 + j * 2^-22 for j = 97 i < 2^21.
         for (int i = 0; i < crowd; ++i) row[positions[next++]] = float_from_bits(0x4000'0000u + 97u * i);
         add_row(b, std::move(row), RowKind::kSharedHighBits);
       }
