@@ -133,6 +133,7 @@ struct Scalars {
   uint32_t buffer_overflow;  // the buffer would have: a bug, unless the buffering was speculative
   uint32_t bin, above, bin_total;
   uint32_t threshold;        // the speculative buffer's digit (kBins: none)
+  uint32_t in_range;         // grid path: the elements a pass over the keys selects or counts
 };
 
 using BlockScan = cub::BlockScan<uint32_t, kThreads>;
@@ -900,14 +901,47 @@ __device__ bool stage_slice(const Slice& s, int lo, GridSmem& sm) {
   return nan;
 }
 
-// A pass over the staged keys, on the order key alone when the plan allows it. The key-only
-// pass (every pass on the score's bits) takes 16 keys a thread a round, four 16-byte
-// groups, and appends the round's selected and buffered ones with one warp_append each:
-// an append per element would put a shared-memory atomic and a shuffle on each warp's
-// serial path for every element that passes, which most rounds of a warp hold. Every
-// thread runs the same number of rounds, so the warps are converged at each append.
+// A pass over the staged keys, on the order key alone when the plan allows it. The
+// elements a pass selects or counts are those whose key lies in one range (the plan's
+// masks are prefixes of the key: in play is value_in <= key <= value_in | ~mask_in, and of
+// those (key & mask_sel) >= value_sel is key >= value_sel), a few in a hundred, and the
+// kernel knows how many from the last histogram (`in_range`: its bins at or above the
+// chosen one). When they fit the buffer, the pass compacts: a thread tests 16 keys a round
+// (visit_round) with two instructions each and the round's hits go into the buffer with one
+// warp_append; the classification (select, histogram) then runs over the buffer. The
+// buffer so holds every element in play for the next pass, and the elements this pass
+// selects, which the next pass's in-play test drops. Otherwise the pass classifies every
+// key: 16 keys a thread a round, the selected and buffered ones appended with one
+// warp_append each (an append per element would put a shared-memory atomic and a shuffle
+// on each warp's serial path for every element that passes). Every thread runs the same
+// rounds, so the warps are converged at each append.
+// A round of scan_keys: 16 keys a thread, four 16-byte groups; element b = 4u + e of this
+// thread's round is key key_in_round(round, b). visit(b, key) for each of them below count.
+constexpr int kRoundGroups = 4;
+constexpr int kRoundKeys = 4 * kRoundGroups * kThreads;
+
+__device__ __forceinline__ int key_in_round(int round, int b) {
+  return round + 4 * ((b / 4) * kThreads + static_cast<int>(threadIdx.x)) + b % 4;
+}
+
+template <class Visit>
+__device__ __forceinline__ void visit_round(const GridSmem& sm, int round, int count, Visit&& visit) {
+  const auto* groups = reinterpret_cast<const uint4*>(sm.keys);
+#pragma unroll
+  for (int u = 0; u < kRoundGroups; ++u) {
+    const int first = key_in_round(round, 4 * u);
+    if (first >= count) continue;
+    const uint4 g = groups[first / 4];
+    const uint32_t keys[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (first + e < count) visit(4 * u + e, keys[e]);
+    }
+  }
+}
+
 template <bool kFinal>
-__device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, GridSmem& sm) {
+__device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, uint32_t in_range, GridSmem& sm) {
   if (!needs_key_only(p, kFinal)) {
     for (int j = threadIdx.x; j < count; j += kThreads) {
       const uint64_t c = composite(sm.keys[j], lo + j);
@@ -915,39 +949,43 @@ __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, GridSmem& 
     }
     return;
   }
-  constexpr int kGroups = 4;  // 16-byte groups of keys a thread a round
-  constexpr int kRoundKeys = 4 * kGroups * kThreads;
   const Plan<uint32_t> q = on_key<kFinal>(p);
-  const int tid = static_cast<int>(threadIdx.x);
-  const auto* groups = reinterpret_cast<const uint4*>(sm.keys);
-  for (int round = 0; round < count; round += kRoundKeys) {
-    // Element 4u + e of this thread's round is key 4 (round / 4 + u kThreads + tid) + e.
-    const auto key_at = [&](int b) { return round + 4 * ((b / 4) * kThreads + tid) + b % 4; };
-    uint32_t selected = 0, buffered = 0;
-#pragma unroll
-    for (int u = 0; u < kGroups; ++u) {
-      const int first = key_at(4 * u);
-      const uint4 g = first < count ? groups[first / 4] : make_uint4(0, 0, 0, 0);
-      const uint32_t keys[4] = {g.x, g.y, g.z, g.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const uint32_t key = keys[e];
-        if (first + e >= count || (key & q.mask_in) != q.value_in) continue;
-        const uint32_t high = key & q.mask_sel;
-        if (high > q.value_sel || (kFinal && high == q.value_sel)) {
-          selected |= 1u << (4 * u + e);
-        } else if (!kFinal && high == q.value_sel) {
-          const uint32_t digit = (key >> q.digit_shift) & q.digit_mask;
-          atomicAdd(&sm.hist[digit], 1u);
-          if (q.buffer && digit >= q.buffer_from) buffered |= 1u << (4 * u + e);
-        }
-      }
+  if (in_range <= GridSmem::kBufferSlots) {  // the buffer is empty (the kernel resets it)
+    const uint32_t low = q.value_sel, span = (q.value_in | ~q.mask_in) - q.value_sel;
+    for (int round = 0; round < count; round += kRoundKeys) {
+      uint32_t hits = 0;
+      visit_round(sm, round, count, [&](int b, uint32_t key) {
+        if (key - low <= span) hits |= 1u << b;
+      });
+      // More hits than in_range would be a bug: flagged (kInternal), never written.
+      warp_append<16>(
+          sm.buffer, &sm.s.buffered_count, GridSmem::kBufferSlots, hits,
+          [&](int b) { return composite(sm.keys[key_in_round(round, b)], lo + key_in_round(round, b)); },
+          &sm.s.overflow);
     }
-    const auto comp = [&](int b) { return composite(sm.keys[key_at(b)], lo + key_at(b)); };
-    warp_append<4 * kGroups>(sm.selected, &sm.s.selected_count, kTopKMaxK, selected, comp, &sm.s.overflow);
+    __syncthreads();
+    Plan<uint64_t> classify = p;
+    classify.buffer = false;  // the buffer already holds what the next pass needs
+    scan_buffer<kFinal>(min(sm.s.buffered_count, GridSmem::kBufferSlots), classify, sm.hist, sm);
+    return;
+  }
+  for (int round = 0; round < count; round += kRoundKeys) {
+    uint32_t selected = 0, buffered = 0;
+    visit_round(sm, round, count, [&](int b, uint32_t key) {
+      if ((key & q.mask_in) != q.value_in) return;
+      const uint32_t high = key & q.mask_sel;
+      if (high > q.value_sel || (kFinal && high == q.value_sel)) {
+        selected |= 1u << b;
+      } else if (!kFinal && high == q.value_sel) {
+        const uint32_t digit = (key >> q.digit_shift) & q.digit_mask;
+        atomicAdd(&sm.hist[digit], 1u);
+        if (q.buffer && digit >= q.buffer_from) buffered |= 1u << b;
+      }
+    });
+    const auto comp = [&](int b) { return composite(sm.keys[key_in_round(round, b)], lo + key_in_round(round, b)); };
+    warp_append<16>(sm.selected, &sm.s.selected_count, kTopKMaxK, selected, comp, &sm.s.overflow);
     if constexpr (!kFinal) {
-      warp_append<4 * kGroups>(sm.buffer, &sm.s.buffered_count, GridSmem::kBufferSlots, buffered, comp,
-                               &sm.s.buffer_overflow);
+      warp_append<16>(sm.buffer, &sm.s.buffered_count, GridSmem::kBufferSlots, buffered, comp, &sm.s.buffer_overflow);
     }
   }
 }
@@ -1004,20 +1042,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     more = narrow_plan(plan, g, sm.hist, sm);
   }
   for (int pass = 1; more; ++pass) {
+    // A pass over the keys: how many it selects or counts (scan_keys), this block's bins of
+    // the last histogram at or above the chosen one (all of them when the first pass is
+    // final: bin 0).
+    if (!g.from_buffer) {
+      for (int i = tid; i < kBins; i += kThreads) {
+        if (static_cast<uint32_t>(i) >= sm.s.bin && sm.hist[i] != 0) atomicAdd(&sm.s.in_range, sm.hist[i]);
+      }
+    }
     __syncthreads();  // every thread has read this block's histogram
+    const uint32_t in_range = sm.s.in_range;
     if (!g.final) {
       for (int i = tid; i < kBins; i += kThreads) sm.hist[i] = 0;
     }
     plan.buffer = !g.final && !g.from_buffer && g.in_play <= static_cast<uint32_t>(kGridBufferCapacity);
+    if (!g.from_buffer && tid == 0) sm.s.buffered_count = sm.s.buffer_overflow = 0;  // refilled by this pass
     __syncthreads();
+    if (tid == 0) sm.s.in_range = 0;  // read by every thread before the barrier above
     if (g.from_buffer && g.final) {
       scan_buffer<true>(sm.s.buffered_count, plan, sm.hist, sm);
     } else if (g.from_buffer) {
       scan_buffer<false>(sm.s.buffered_count, plan, sm.hist, sm);
     } else if (g.final) {
-      scan_keys<true>(lo, count, plan, sm);
+      scan_keys<true>(lo, count, plan, in_range, sm);
     } else {
-      scan_keys<false>(lo, count, plan, sm);
+      scan_keys<false>(lo, count, plan, in_range, sm);
     }
     __syncthreads();
     if (g.final) break;
