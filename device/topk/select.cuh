@@ -804,7 +804,7 @@ constexpr int kGridBufferCapacity = 4096;  // elements in play after pass 1 (els
 struct GridSmem {
   static constexpr uint32_t kBufferSlots = kGridBufferCapacity;
   // The slice's order keys (+ block 0's head, the last block's tail: < 4 each), and 4 more:
-  // scan_keys reads whole 16-byte groups, the last up to 3 keys past the slice.
+  // scan_keys reads whole 16-byte groups, the last up to 3 keys past the slice (zeroed).
   uint32_t keys[kGridSliceScores + 8 + 4];
   uint64_t buffer[kGridBufferCapacity];  // in play after pass 1; then a by-index bitmap or block 0's gathered selection
   uint64_t selected[kTopKMaxK];          // this block's selected composites, unordered
@@ -916,7 +916,9 @@ __device__ bool stage_slice(const Slice& s, int lo, GridSmem& sm) {
 // on each warp's serial path for every element that passes). Every thread runs the same
 // rounds, so the warps are converged at each append.
 // A round of scan_keys: 16 keys a thread, four 16-byte groups; element b = 4u + e of this
-// thread's round is key key_in_round(round, b). visit(b, key) for each of them below count.
+// thread's round is key key_in_round(round, b). visit(b, key) for each of them below count;
+// kPadded: for every key of a group that starts below count (the kernel zeroes the keys
+// past the slice to the end of its last group, so the caller's visit must ignore zeros).
 constexpr int kRoundGroups = 4;
 constexpr int kRoundKeys = 4 * kRoundGroups * kThreads;
 
@@ -924,7 +926,7 @@ __device__ __forceinline__ int key_in_round(int round, int b) {
   return round + 4 * ((b / 4) * kThreads + static_cast<int>(threadIdx.x)) + b % 4;
 }
 
-template <class Visit>
+template <bool kPadded, class Visit>
 __device__ __forceinline__ void visit_round(const GridSmem& sm, int round, int count, Visit&& visit) {
   const auto* groups = reinterpret_cast<const uint4*>(sm.keys);
 #pragma unroll
@@ -935,7 +937,7 @@ __device__ __forceinline__ void visit_round(const GridSmem& sm, int round, int c
     const uint32_t keys[4] = {g.x, g.y, g.z, g.w};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if (first + e < count) visit(4 * u + e, keys[e]);
+      if (kPadded || first + e < count) visit(4 * u + e, keys[e]);
     }
   }
 }
@@ -951,12 +953,18 @@ __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, uint32_t i
   }
   const Plan<uint32_t> q = on_key<kFinal>(p);
   if (in_range <= GridSmem::kBufferSlots) {  // the buffer is empty (the kernel resets it)
+    // A zero key (the padding) is out of range when low > 0: 0 - low = 2^32 - low > span.
+    // low is 0 only for the final pass of a row of at most k scores (bin 0 of field 0 holds
+    // NaNs only, and a NaN row has no passes), which takes the checked rounds.
     const uint32_t low = q.value_sel, span = (q.value_in | ~q.mask_in) - q.value_sel;
     for (int round = 0; round < count; round += kRoundKeys) {
       uint32_t hits = 0;
-      visit_round(sm, round, count, [&](int b, uint32_t key) {
-        if (key - low <= span) hits |= 1u << b;
-      });
+      const auto test = [&](int b, uint32_t key) { hits |= static_cast<uint32_t>(key - low <= span) << b; };
+      if (low != 0) {
+        visit_round<true>(sm, round, count, test);
+      } else {
+        visit_round<false>(sm, round, count, test);
+      }
       // More hits than in_range would be a bug: flagged (kInternal), never written.
       warp_append<16>(
           sm.buffer, &sm.s.buffered_count, GridSmem::kBufferSlots, hits,
@@ -971,7 +979,7 @@ __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, uint32_t i
   }
   for (int round = 0; round < count; round += kRoundKeys) {
     uint32_t selected = 0, buffered = 0;
-    visit_round(sm, round, count, [&](int b, uint32_t key) {
+    visit_round<false>(sm, round, count, [&](int b, uint32_t key) {
       if ((key & q.mask_in) != q.value_in) return;
       const uint32_t high = key & q.mask_sel;
       if (high > q.value_sel || (kFinal && high == q.value_sel)) {
@@ -1023,6 +1031,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // launcher's bug: flagged (kInternal), never written.
   if (count <= kGridSliceScores + 8) {
     if (stage_slice(slice, lo, sm)) sm.s.has_nan = 1u;
+    if (tid < 4) sm.keys[count + tid] = 0;  // to the end of the last 16-byte group (visit_round)
   } else if (tid == 0) {
     sm.s.overflow = 1u;
   }
