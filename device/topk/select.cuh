@@ -790,23 +790,24 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
 // launch makes every block of the grid resident at once) owns slice r as in the cluster
 // path, stages it in shared memory as order keys in pass 0 (the slice's only read of
 // global memory), and runs the same passes, plans and selection as steps 1-4 with the
-// slice in place of the row: pass 1 reads the keys and buffers the elements in play, later
-// passes read the buffer. Instead of DSMEM the row's blocks exchange through global
-// memory: after a pass each block adds its non-zero histogram bins to the row's histogram
-// of that pass (L2 atomics), then a barrier of the row's blocks (an arrival counter,
-// release/acquire), then every block reads the row's histogram with ld.global.cg (L2,
-// never a stale L1 line). The same composites and selection as the cluster path, so the
-// same bits.
+// slice in place of the row: a pass over the keys leaves in the buffer the elements in play
+// for the next pass (and, when it compacted, those it selected), later passes read the
+// buffer. Instead of DSMEM the row's blocks exchange through global memory: after a pass
+// each block adds its non-zero histogram bins to the row's histogram of that pass (L2
+// atomics), then a barrier of the row's blocks (an arrival counter, release/acquire), then
+// every block reads the row's histogram with ld.global.cg (L2, never a stale L1 line). The
+// same composites and selection as the cluster path, so the same bits.
 constexpr int kGridSliceScores = 32768;  // a block's float4 vectors hold at most this many
 constexpr int kGridMaxBlocksPerRow = 128;
-constexpr int kGridBufferCapacity = 4096;  // elements in play after pass 1 (else the keys)
+constexpr int kGridBufferCapacity = 4096;  // elements in play after a pass over the keys (else the keys)
 
 struct GridSmem {
   static constexpr uint32_t kBufferSlots = kGridBufferCapacity;
   // The slice's order keys (+ block 0's head, the last block's tail: < 4 each), and 4 more:
   // scan_keys reads whole 16-byte groups, the last up to 3 keys past the slice (zeroed).
   uint32_t keys[kGridSliceScores + 8 + 4];
-  uint64_t buffer[kGridBufferCapacity];  // in play after pass 1; then a by-index bitmap or block 0's gathered selection
+  uint64_t buffer[kGridBufferCapacity];  // in play after a pass over the keys; then a by-index bitmap or block 0's
+                                         // gathered selection
   uint64_t selected[kTopKMaxK];          // this block's selected composites, unordered
   union {
     uint32_t hist[kBins];  // this block's histogram of the current pass
@@ -965,7 +966,8 @@ __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, uint32_t i
       } else {
         visit_round<false>(sm, round, count, test);
       }
-      // More hits than in_range would be a bug: flagged (kInternal), never written.
+      // in_range counts the hits; more than the buffer's slots would be a bug: flagged
+      // (kInternal), never written, and the passes after it read at most the slots.
       warp_append<16>(
           sm.buffer, &sm.s.buffered_count, GridSmem::kBufferSlots, hits,
           [&](int b) { return composite(sm.keys[key_in_round(round, b)], lo + key_in_round(round, b)); },
@@ -1069,9 +1071,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     if (tid == 0) sm.s.in_range = 0;  // read by every thread before the barrier above
     if (g.from_buffer && g.final) {
-      scan_buffer<true>(sm.s.buffered_count, plan, sm.hist, sm);
+      scan_buffer<true>(min(sm.s.buffered_count, GridSmem::kBufferSlots), plan, sm.hist, sm);
     } else if (g.from_buffer) {
-      scan_buffer<false>(sm.s.buffered_count, plan, sm.hist, sm);
+      scan_buffer<false>(min(sm.s.buffered_count, GridSmem::kBufferSlots), plan, sm.hist, sm);
     } else if (g.final) {
       scan_keys<true>(lo, count, plan, in_range, sm);
     } else {
