@@ -927,6 +927,12 @@ __device__ __forceinline__ int key_in_round(int round, int b) {
   return round + 4 * ((b / 4) * kThreads + static_cast<int>(threadIdx.x)) + b % 4;
 }
 
+// The composite of element b of this thread's round (position lo + its key's index).
+__device__ __forceinline__ uint64_t round_composite(const GridSmem& sm, int lo, int round, int b) {
+  const int j = key_in_round(round, b);
+  return composite(sm.keys[j], lo + j);
+}
+
 template <bool kPadded, class Visit>
 __device__ __forceinline__ void visit_round(const GridSmem& sm, int round, int count, Visit&& visit) {
   const auto* groups = reinterpret_cast<const uint4*>(sm.keys);
@@ -970,8 +976,7 @@ __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, uint32_t i
       // (kInternal), never written, and the passes after it read at most the slots.
       warp_append<16>(
           sm.buffer, &sm.s.buffered_count, GridSmem::kBufferSlots, hits,
-          [&](int b) { return composite(sm.keys[key_in_round(round, b)], lo + key_in_round(round, b)); },
-          &sm.s.overflow);
+          [&](int b) { return round_composite(sm, lo, round, b); }, &sm.s.overflow);
     }
     __syncthreads();
     Plan<uint64_t> classify = p;
@@ -992,7 +997,7 @@ __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, uint32_t i
         if (q.buffer && digit >= q.buffer_from) buffered |= 1u << b;
       }
     });
-    const auto comp = [&](int b) { return composite(sm.keys[key_in_round(round, b)], lo + key_in_round(round, b)); };
+    const auto comp = [&](int b) { return round_composite(sm, lo, round, b); };
     warp_append<16>(sm.selected, &sm.s.selected_count, kTopKMaxK, selected, comp, &sm.s.overflow);
     if constexpr (!kFinal) {
       warp_append<16>(sm.buffer, &sm.s.buffered_count, GridSmem::kBufferSlots, buffered, comp, &sm.s.buffer_overflow);
