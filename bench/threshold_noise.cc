@@ -13,27 +13,28 @@
 //   error    the median over the window of |recipe score - exact score|,
 //   rank noise  error / spacing: how many ranks a typical key near t moves,
 // each also relative to |t| (spacing / |t|, error / |t|), with the row's recall.
-// Printed: the median over the rows of each. Two recipes with the same relative error
-// and different spacing / |t| lose recall in the ratio of their rank noise; a recipe
-// whose error is larger at the same spacing loses it by its error. The scores and the
+// Printed: the median over the rows of each. Of two recipes with the same relative error,
+// the one whose scores lie closer at t (smaller spacing / |t|) has more rank noise and
+// loses more recall; at the same spacing, the one with the larger error does. The scores and the
 // oracle are the sweep's (oracle/sweep.cc: ref::exact_of, build_keys, build_query,
 // ref::index_scores, ref::select_topk, row_metrics), so the recall column is the sweep's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "oracle/parallel.h"
-#include "oracle/study_internal.h"
 #include "oracle/study_keys.h"
 #include "oracle/synthetic.h"
 #include "oracle/topk_metrics.h"
 #include "reference/error.h"
 #include "reference/recipe.h"
 #include "reference/recipe_json.h"
+#include "reference/rope.h"
 #include "reference/score.h"
 #include "reference/topk.h"
 
@@ -110,8 +111,8 @@ int run(int argc, char** argv) {
     const auto found = std::find_if(extra.begin(), extra.end(), [&](const ref::Recipe& r) { return r.name == name; });
     recipes.push_back(found != extra.end() ? *found : ref::preset(name));
   }
-  const auto acts = study_detail::activations_for(nullptr, spec, 1 * 1000003ull + 1);  // sweep's seed 1
-  study_detail::RopeTables rope(n);
+  spec.seed = 1 * 1000003ull + 1;  // the sweep's first seed (--activation-seed 1)
+  const auto acts = std::make_shared<const SyntheticActivations>(spec);
   std::vector<int64_t> positions;
   const int64_t span = std::max<int64_t>(1, n - n / 2);
   for (int j = 0; j < queries; ++j) positions.push_back(n - 1 - span * j / queries);
@@ -121,16 +122,17 @@ int run(int argc, char** argv) {
               "recall");
   for (const ref::Recipe& recipe : recipes) {
     const ref::Recipe exact = ref::exact_of(recipe);
-    const ref::KeyMatrix exact_keys = build_keys(exact, *acts, n, rope.get(exact.rope.table), 2);
-    const ref::KeyMatrix keys = build_keys(recipe, *acts, n, rope.get(recipe.rope.table), 2);
+    const ref::RopeTable exact_rope(exact.rope.table, static_cast<int>(n)), rope(recipe.rope.table, static_cast<int>(n));
+    const ref::KeyMatrix exact_keys = build_keys(exact, *acts, n, exact_rope, 2);
+    const ref::KeyMatrix keys = build_keys(recipe, *acts, n, rope, 2);
     std::vector<RowNoise> rows(positions.size());
     parallel_for(static_cast<int64_t>(positions.size()), 2, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) {
         const int64_t valid = positions[j] + 1;
-        const std::vector<double> exact_scores = ref::index_scores(
-            build_query(exact, *acts, positions[j], rope.get(exact.rope.table)), exact_keys, valid, exact.score);
-        const std::vector<double> scores = ref::index_scores(
-            build_query(recipe, *acts, positions[j], rope.get(recipe.rope.table)), keys, valid, recipe.score);
+        const std::vector<double> exact_scores =
+            ref::index_scores(build_query(exact, *acts, positions[j], exact_rope), exact_keys, valid, exact.score);
+        const std::vector<double> scores =
+            ref::index_scores(build_query(recipe, *acts, positions[j], rope), keys, valid, recipe.score);
         rows[j] = row_noise(exact_scores, scores, valid, k, ref::select_topk(scores, valid, k),
                             ref::select_topk(exact_scores, valid, k));
       }
