@@ -29,6 +29,7 @@
 
 #include "oracle/parallel.h"
 #include "oracle/study_keys.h"
+#include "oracle/sweep.h"
 #include "oracle/synthetic.h"
 #include "oracle/topk_metrics.h"
 #include "reference/error.h"
@@ -113,9 +114,7 @@ int run(int argc, char** argv) {
   }
   spec.seed = 1 * 1000003ull + 1;  // the sweep's first seed (--activation-seed 1)
   const auto acts = std::make_shared<const SyntheticActivations>(spec);
-  std::vector<int64_t> positions;
-  const int64_t span = std::max<int64_t>(1, n - n / 2);
-  for (int j = 0; j < queries; ++j) positions.push_back(n - 1 - span * j / queries);
+  const std::vector<int64_t> positions = query_positions(n, queries);
   std::printf("%lld keys, K %d, %d query rows, %s activations; medians over the rows (window of ranks K +- %d)\n",
               static_cast<long long>(n), k, queries, activation_kind_name(spec.kind).c_str(), kHalfWindow);
   std::printf("%-22s %10s %10s %10s %12s %10s %9s\n", "recipe", "spacing/|t|", "error/|t|", "rank noise", "spacing", "error",

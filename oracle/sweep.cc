@@ -21,14 +21,6 @@ namespace {
 using ref::Recipe;
 using namespace study_detail;
 
-// Query positions of a sweep row set: spread over [n/2, n), the last one n - 1.
-std::vector<int64_t> query_positions(int64_t n, int queries) {
-  std::vector<int64_t> out;
-  const int64_t span = std::max<int64_t>(1, n - n / 2);
-  for (int j = 0; j < queries; ++j) out.push_back(n - 1 - span * j / queries);
-  return out;
-}
-
 // A recipe studied (one given, or an attribution variant) and the recipe it belongs to.
 struct Studied {
   Recipe recipe;
@@ -155,6 +147,13 @@ RecipeRows device_rows(const SweepConfig& config, const Recipe& recipe, const Ac
 }
 
 }  // namespace
+
+std::vector<int64_t> query_positions(int64_t n, int queries) {
+  std::vector<int64_t> out;
+  const int64_t span = std::max<int64_t>(1, n - n / 2);
+  for (int j = 0; j < queries; ++j) out.push_back(n - 1 - span * j / queries);
+  return out;
+}
 
 int64_t sweep_peak_bytes(const SweepConfig& config) {
   if (config.contexts.empty()) return kStudyBaseBytes;

@@ -25,6 +25,10 @@
 
 namespace dsaf::oracle {
 
+// The query positions of a sweep's row set for a context of n keys: `queries` of them
+// spread over [n/2, n), the first n - 1 (each row's keys are 0 .. its position).
+std::vector<int64_t> query_positions(int64_t n, int queries);
+
 struct SweepConfig {
   std::vector<ref::Recipe> recipes;
   std::vector<int64_t> contexts;

@@ -902,20 +902,6 @@ __device__ bool stage_slice(const Slice& s, int lo, GridSmem& sm) {
   return nan;
 }
 
-// A pass over the staged keys, on the order key alone when the plan allows it. The
-// elements a pass selects or counts are those whose key lies in one range (the plan's
-// masks are prefixes of the key: in play is value_in <= key <= value_in | ~mask_in, and of
-// those (key & mask_sel) >= value_sel is key >= value_sel), a few in a hundred, and the
-// kernel knows how many from the last histogram (`in_range`: its bins at or above the
-// chosen one). When they fit the buffer, the pass compacts: a thread tests 16 keys a round
-// (visit_round) with two instructions each and the round's hits go into the buffer with one
-// warp_append; the classification (select, histogram) then runs over the buffer. The
-// buffer so holds every element in play for the next pass, and the elements this pass
-// selects, which the next pass's in-play test drops. Otherwise the pass classifies every
-// key: 16 keys a thread a round, the selected and buffered ones appended with one
-// warp_append each (an append per element would put a shared-memory atomic and a shuffle
-// on each warp's serial path for every element that passes). Every thread runs the same
-// rounds, so the warps are converged at each append.
 // A round of scan_keys: 16 keys a thread, four 16-byte groups; element b = 4u + e of this
 // thread's round is key key_in_round(round, b). visit(b, key) for each of them below count;
 // kPadded: for every key of a group that starts below count (the kernel zeroes the keys
@@ -949,6 +935,20 @@ __device__ __forceinline__ void visit_round(const GridSmem& sm, int round, int c
   }
 }
 
+// A pass over the staged keys, on the order key alone when the plan allows it. The
+// elements a pass selects or counts are those whose key lies in one range (the plan's
+// masks are prefixes of the key: in play is value_in <= key <= value_in | ~mask_in, and of
+// those (key & mask_sel) >= value_sel is key >= value_sel), a few in a hundred, and the
+// kernel knows how many from the last histogram (`in_range`: its bins at or above the
+// chosen one). When they fit the buffer, the pass compacts: a thread tests 16 keys a round
+// (visit_round) with two instructions each and the round's hits go into the buffer with one
+// warp_append; the classification (select, histogram) then runs over the buffer. The
+// buffer so holds every element in play for the next pass, and the elements this pass
+// selects, which the next pass's in-play test drops. Otherwise the pass classifies every
+// key: 16 keys a thread a round, the selected and buffered ones appended with one
+// warp_append each (an append per element would put a shared-memory atomic and a shuffle
+// on each warp's serial path for every element that passes). Every thread runs the same
+// rounds, so the warps are converged at each append.
 template <bool kFinal>
 __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, uint32_t in_range, GridSmem& sm) {
   if (!needs_key_only(p, kFinal)) {
