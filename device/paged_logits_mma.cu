@@ -138,7 +138,7 @@ struct WgmmaTraits {
   static constexpr int kBlocksPerSm = kRows > 1 ? (kFp8 ? 3 : 2) : kFp8 ? 5 : 3;
   static constexpr int kMinStepsPerBlock = 4;  // blocks_for
   // Dynamic shared memory: 1 KB of slack to align the tiles to 1024 bytes (swizzle atoms),
-  // the query tile, the ring, the ring's key scales, the head weights [row][64] (fp8, four
+  // the query tile, the ring, the ring's key scales, the head weights, 64 a row (fp8, four
   // rows a block).
   static constexpr int kScaleRingBytes = kStages * kKeysPerStep * kScaleBytes;
   static constexpr bool kWeightsInSmem = kFp8 && kRows > 1;
@@ -172,6 +172,13 @@ __device__ __forceinline__ uint32_t sw128_offset(int r, int c) {
 __device__ __forceinline__ uint64_t sw128_descriptor(uint32_t address) {
   constexpr uint64_t kLeading = 1, kStride = 1024 >> 4, kSwizzle128 = 1;
   return static_cast<uint64_t>((address & 0x3FFFFu) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle128 << 62);
+}
+// The descriptor's two words: the low one holds the address, the high one is a constant.
+__device__ __forceinline__ uint32_t sw128_descriptor_low(uint32_t address) {
+  return static_cast<uint32_t>(sw128_descriptor(address));
+}
+__device__ __forceinline__ uint64_t sw128_descriptor_from_low(uint32_t low) {
+  return (sw128_descriptor(0) & ~uint64_t{0xFFFFFFFFu}) | low;
 }
 
 // D (+)= A x B for A a 64-key tile and B the block's query tile of N = 64 x kRows rows, one
@@ -479,6 +486,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   // The current group's rows (the epilogue's stores read them).
   RowGroup<T::kRows> group;
   const auto out = [&](int rr) { return args.logits + static_cast<int64_t>(group.first + rr) * args.max_context; };
+  float* group_out = nullptr;  // out(0) of the group whose inputs are loaded (the scored steps' stores)
 
   // 1. A group's shared inputs: the query tile (query row rr's head h at tile row
   //    64 rr + h; heads past kHeads and rows past the group zero), this lane's head weights.
@@ -487,7 +495,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   constexpr int kQueryChunks = T::kQueryRows * T::kChunksPerRow;
   static_assert(kQueryChunks % T::kThreads == 0, "whole rounds");
   // The head weights: in registers, row rr's heads 8n + 2t + c (the columns of this lane's
-  // accumulators); or in shared memory, [row][head] (heads past kHeads zero), read in pairs.
+  // accumulators); or in shared memory, [row][m][t][4] for heads 8n + 2t + c, n = 2m + n % 2
+  // (heads past kHeads zero): a lane reads four at a time, the quad's four lanes 64
+  // consecutive bytes (no bank conflict).
   float w_reg[T::kWeightsInSmem ? 1 : T::kRows][T::kWeightsInSmem ? 1 : T::kHeadTiles][2];
   float* const w_smem = reinterpret_cast<float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes +
                                                  T::kScaleRingBytes);
@@ -504,8 +514,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
     fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
     if constexpr (T::kWeightsInSmem) {
       for (int i = thread; i < T::kRows * 64; i += T::kThreads) {
-        const int rr = i / 64, h = i % 64;
-        w_smem[i] = rr < group.count && h < T::kHeads ? args.weights[static_cast<int64_t>(group.first + rr) * T::kHeads + h] : 0.0f;
+        const int rr = i / 64, h = i % 64;  // head h = 8n + 2t + c
+        const int n = h / 8, t_of_h = (h % 8) / 2;
+        const int slot = rr * 64 + (n / 2) * 16 + t_of_h * 4 + (n % 2) * 2 + h % 2;
+        w_smem[slot] = rr < group.count && h < T::kHeads ? args.weights[static_cast<int64_t>(group.first + rr) * T::kHeads + h] : 0.0f;
       }
     } else {
 #pragma unroll
@@ -522,11 +534,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
     }
     __syncthreads();
   };
-  const auto weight_pair = [&](int rr, int n) {  // row rr's heads 8n + 2t, 8n + 2t + 1
+  // Row rr's heads 8n + 2t + c for n = 2m, 2m + 1 (x, y: n = 2m; z, w: n = 2m + 1).
+  const auto weight_quad = [&](int rr, int m) {
     if constexpr (T::kWeightsInSmem) {
-      return *reinterpret_cast<const float2*>(w_smem + rr * 64 + 8 * n + 2 * t);
+      return *reinterpret_cast<const float4*>(w_smem + rr * 64 + 16 * m + 4 * t);
     } else {
-      return make_float2(w_reg[rr][n][0], w_reg[rr][n][1]);
+      return make_float4(w_reg[rr][2 * m][0], w_reg[rr][2 * m][1], w_reg[rr][2 * m + 1][0], w_reg[rr][2 * m + 1][1]);
     }
   };
 
@@ -552,6 +565,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   const int pass_key = thread / T::kChunksPerRow, chunk = thread % T::kChunksPerRow;
   // Every key pass_key + kKeysPerPass x j has the row mod 8 of pass_key: one swizzled offset.
   const uint32_t dst_thread = ring + sw128_offset<64>(pass_key, chunk);
+  const int src_thread = pass_key * T::kRowBytes + 16 * chunk;  // its chunk's bytes from a step's first row
   const uint32_t page_bytes = static_cast<uint32_t>(args.page_size) * (T::kRowBytes + T::kScaleBytes);
   const uint32_t scale_region = static_cast<uint32_t>(args.page_size) * T::kRowBytes;
   const int offset_mask = args.page_size - 1;
@@ -573,11 +587,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
       if (step_in_one_page) {
         const uint8_t* const page = page_of(first);
         const int first_offset = first & offset_mask;  // + 63 stays inside the page
+        // This thread's first row chunk; pass j's is kKeysPerPass x j rows further.
+        const uint8_t* const base = page + (first_offset * T::kRowBytes + src_thread);
+        const int left = valid - first - pass_key;  // pass j reads while kKeysPerPass x j < left
 #pragma unroll
         for (int j = 0; j < kPasses; ++j) {
-          const int k = pass_key + kKeysPerPass * j;
-          read[j] = first + k < valid;
-          src[j] = page + ((first_offset + k) * T::kRowBytes + 16 * chunk);
+          read[j] = kKeysPerPass * j < left;
+          src[j] = base + kKeysPerPass * j * T::kRowBytes;
         }
         if constexpr (T::kFp8) scale = page + (scale_region + (first_offset + thread % 64) * T::kScaleBytes);
       } else {
@@ -622,19 +638,23 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
     float v0[T::kRows], v1[T::kRows];
 #pragma unroll
     for (int rr = 0; rr < T::kRows; ++rr) v0[rr] = 0.0f, v1[rr] = 0.0f;
+    static_assert(T::kHeadTiles % 2 == 0, "head tiles in pairs (weight_quad)");
 #pragma unroll
-    for (int n = 0; n < T::kHeadTiles; ++n) {
-      float2 wp[T::kRows];
+    for (int m = 0; m < T::kHeadTiles / 2; ++m) {
+      float4 wq[T::kRows];
 #pragma unroll
-      for (int rr = 0; rr < T::kRows; ++rr) wp[rr] = weight_pair(rr, n);
+      for (int rr = 0; rr < T::kRows; ++rr) wq[rr] = weight_quad(rr, m);
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
+      for (int n = 2 * m; n < 2 * m + 2; ++n) {
 #pragma unroll
-        for (int rr = 0; rr < T::kRows; ++rr) {
-          const int a = 32 * rr + 4 * n + c;
-          const float wc = c == 0 ? wp[rr].x : wp[rr].y;
-          v0[rr] = __fmaf_rn(fmaxf(acc[a], 0.0f), wc, v0[rr]);  // fmaxf(NaN, 0) = 0, as score.cc
-          v1[rr] = __fmaf_rn(fmaxf(acc[a + 2], 0.0f), wc, v1[rr]);
+        for (int c = 0; c < 2; ++c) {
+#pragma unroll
+          for (int rr = 0; rr < T::kRows; ++rr) {
+            const int a = 32 * rr + 4 * n + c;
+            const float wc = n == 2 * m ? (c == 0 ? wq[rr].x : wq[rr].y) : (c == 0 ? wq[rr].z : wq[rr].w);
+            v0[rr] = __fmaf_rn(fmaxf(acc[a], 0.0f), wc, v0[rr]);  // fmaxf(NaN, 0) = 0, as score.cc
+            v1[rr] = __fmaf_rn(fmaxf(acc[a + 2], 0.0f), wc, v1[rr]);
+          }
         }
       }
     }
@@ -652,23 +672,29 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
     for (int rr = 0; rr < T::kRows; ++rr) sum[rr] = __fadd_rn(sum[rr], __shfl_xor_sync(kFullMask, sum[rr], 2));
     const int s = first + store_key;
     if (t < 2 && s < max_context) {
+      float* row_out = group_out + s;
 #pragma unroll
-      for (int rr = 0; rr < T::kRows; ++rr) {
-        if ((pass >> rr & 1u) == 0u) continue;
-        out(rr)[s] = s < group.valid[rr] ? (T::kFp8 ? __fmul_rn(sum[rr], scale) : sum[rr]) : -INFINITY;
+      for (int rr = 0; rr < T::kRows; ++rr, row_out += args.max_context) {
+        const float score = s < group.valid[rr] ? (T::kFp8 ? __fmul_rn(sum[rr], scale) : sum[rr]) : -INFINITY;
+        if ((pass >> rr & 1u) != 0u) *row_out = score;
       }
     }
   };
   // Dots: acc = keys x (rows x heads) of the step in `slot`, over the kSlices k slices.
+  // A tile's descriptor at byte offset o from the tile is its start's plus o / 16 (the
+  // address field, bits 0-13, holds address / 16 of an address below 2^18: shared memory
+  // ends at 228 KB, so the field never carries), so the slot's and the slice's offsets are
+  // added to the low word formed once; the high word is the same for every operand.
+  const uint32_t key_desc_low = sw128_descriptor_low(ring), query_desc_low = sw128_descriptor_low(query_address);
   const auto dots = [&](Accumulators& acc, int slot) {
     wgmma_fence();
-    const uint32_t key_tile = ring + slot * T::kTileBytes;
+    const uint32_t key_tile_low = key_desc_low + slot * (T::kTileBytes / 16);
 #pragma unroll
     for (int s = 0; s < T::kSlices; ++s) {
       const uint32_t slice = (s % 4) * 32;  // within the 128-byte column block s / 4
-      wgmma_tile<T::kFp8, T::kQueryRows>(acc, sw128_descriptor(key_tile + (s / 4) * (64 * 128) + slice),
-                                         sw128_descriptor(query_address + (s / 4) * (T::kQueryRows * 128) + slice),
-                                         s > 0);
+      wgmma_tile<T::kFp8, T::kQueryRows>(
+          acc, sw128_descriptor_from_low(key_tile_low + ((s / 4) * (64 * 128) + slice) / 16),
+          sw128_descriptor_from_low(query_desc_low + ((s / 4) * (T::kQueryRows * 128) + slice) / 16), s > 0);
     }
     wgmma_commit();
   };
@@ -728,7 +754,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   // 4. The block's scored steps; a group's inputs are loaded when the block enters it.
   int loaded_group = -1;
   walk_share<false>(args, steps_per_row, scored, group, valid, table_row, [&](unsigned pass, int, int begin, int end) {
-    if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first;
+    if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first, group_out = out(0);
     score_segment(pass, begin, end);
   });
 }

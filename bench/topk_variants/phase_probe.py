@@ -20,7 +20,11 @@ The stamps and the extra block barrier at the end cost ~1 us of kernel time (com
 probe's time with its source's in the same run). Exits with an error when an anchor below
 is missing from SRC: the kernel changed, so this script must follow it.
 """
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from source_edits import apply_edits  # noqa: E402
 
 PROBE = r'''
 // ---- Phase probe (bench/topk_variants/phase_probe.py; never in the product) ----
@@ -94,11 +98,7 @@ EDITS = [
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    text = open(sys.argv[1]).read()
-    for anchor, replacement in EDITS:
-        if text.count(anchor) != 1:
-            sys.exit(f"phase_probe.py: anchor found {text.count(anchor)} times, not once:\n{anchor}")
-        text = text.replace(anchor, replacement)
+    text = apply_edits("phase_probe.py", open(sys.argv[1]).read(), EDITS)
     open(sys.argv[2], "w").write(text)
 
 

@@ -1,0 +1,15 @@
+"""Anchored text edits of a kernel's source: the step the variant generators share
+(bench/topk_variants/phase_probe.py, bench/logits_variants/step_probe.py, ablate.py). Every
+anchor must occur exactly once, so a generator stops, naming the anchor, when the kernel it
+follows has changed."""
+import sys
+
+
+def apply_edits(tool, text, edits):
+    """text with each (anchor, replacement) of edits applied; exits naming tool otherwise."""
+    for anchor, replacement in edits:
+        found = text.count(anchor)
+        if found != 1:
+            sys.exit(f"{tool}: anchor found {found} times, not once:\n{anchor}")
+        text = text.replace(anchor, replacement)
+    return text
