@@ -23,7 +23,8 @@
 // chunk's causal rows, a study's queries spread over [N/2, N), a decode batch's contexts)
 // keep every block equally busy. A
 // block walks its keys in steps of 64 (wgmma's M): step i lives in ring slot i % kStages,
-// kStages - 1 steps are in flight (cp.async, every thread copying its share) while the
+// kStages - 1 steps are in flight (cp.async, every thread copying its share; or, fp8 four
+// rows a block, one TMA box and bulk copy a step from thread 0: WgmmaTraits::kTma) while the
 // tensor core works on one. Per step and warp the loop issues a handful of copies, one
 // barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. Decode is memory-bound and runs
 // near the copy bandwidth (docs/key-path-speed.md); wgmma reads the query's operand from
@@ -79,6 +80,7 @@
 //      2^-126; a tensor core may flush bf16 subnormal inputs and fp32 subnormal sums).
 // Deterministic: fixed orders everywhere, no atomics; each key's quad sum is formed in one
 // fixed order (see the epilogue).
+#include <cuda.h>  // CUtensorMap (the driver's encoder is looked up at run time: no -lcuda)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -143,7 +145,15 @@ struct WgmmaTraits {
   static constexpr int kScaleRingBytes = kStages * kKeysPerStep * kScaleBytes;
   static constexpr bool kWeightsInSmem = kFp8 && kRows > 1;
   static constexpr int kWeightBytes = kWeightsInSmem ? kRows * 64 * 4 : 0;
-  static constexpr int kSmemBytes = 1024 + kQueryTileBytes + kStages * kTileBytes + kScaleRingBytes + kWeightBytes;
+  // fp8, four rows a block, pages of at least a step (the launcher decides per launch): the
+  // tensor memory accelerator copies each step's key tile (a 64 x 128-byte box, swizzled as
+  // the wgmma layout above) and a bulk copy its 256 bytes of scales, issued by thread 0 and
+  // awaited on the slot's mbarrier; no thread computes a copy address. Else every thread's
+  // cp.async. (bf16 four rows a block fills 228 KB with two blocks: no room for barriers.)
+  static constexpr bool kTma = kFp8 && kRows > 1;
+  static constexpr int kBarrierBytes = kTma ? 8 * kStages : 0;
+  static constexpr int kSmemBytes =
+      1024 + kQueryTileBytes + kStages * kTileBytes + kScaleRingBytes + kWeightBytes + kBarrierBytes;
 
   static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64, "at most 64 heads: one 64-row query tile a row");
   static_assert(kRows == 1 || kRows == 4, "wgmma N = 64 or 256");
@@ -259,6 +269,37 @@ __device__ __forceinline__ void pin_accumulators(float (&d)[kCount]) {
 // Makes this thread's shared-memory writes (st.shared, cp.async: the generic proxy) visible
 // to the tensor core's reads (the async proxy); a barrier then publishes them to the warpgroup.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// The TMA path's primitives (PTX ISA: mbarrier, cp.async.bulk, cp.async.bulk.tensor). A
+// slot's mbarrier counts one arrival (thread 0's expect_tx) and the bytes its copies bring;
+// its phase completes when both are in, and the waiters see the copied bytes.
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbarrier_expect_bytes(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (done == 0);
+}
+// Box (column byte c0, row c1) of the tensor map into shared memory at dst, counted on bar.
+__device__ __forceinline__ void tma_load_box(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+               ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
 
 // One e4m3 code as a bf16 (exact: 3 mantissa bits, exponents 2^-9..2^8), through f16 and f32.
 __device__ __forceinline__ unsigned e4m3_to_bf16_bits(unsigned code) {
@@ -412,7 +453,8 @@ __device__ __forceinline__ void walk_share(const PagedLogitsArgs& args, int step
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma_kernel(const PagedLogitsArgs args) {
+__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
+    paged_logits_mma_kernel(const PagedLogitsArgs args, const __grid_constant__ CUtensorMap key_map, bool use_tma) {
   extern __shared__ __align__(1024) uint8_t smem[];
   // Tiles from the first 1024-byte boundary (the slack is in kSmemBytes).
   const uint32_t smem_base = smem_address(smem);
@@ -422,6 +464,18 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   const uint32_t ring = query_address + T::kQueryTileBytes;  // [slot][64-key tile]
   const uint32_t scale_ring = ring + T::kStages * T::kTileBytes;  // [slot][key] fp32
   const float* const scales = reinterpret_cast<const float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes);
+  // The TMA path's slot barriers, after the weights (8-byte aligned: every region before
+  // them is a multiple of 8 bytes).
+  const uint32_t barriers = scale_ring + T::kScaleRingBytes + T::kWeightBytes;
+  uint32_t barrier_phases = 0;  // bit s: the parity of slot s's next phase
+  if constexpr (T::kTma) {
+    if (use_tma && threadIdx.x == 0) {
+      for (int s = 0; s < T::kStages; ++s) mbarrier_init(barriers + 8 * s, 1);
+      fence_mbarrier_init();
+      fence_proxy_async();  // the initialised barriers, for the copy engine
+    }
+    // (the work partition's barriers below publish the initialisation)
+  }
   const int max_context = static_cast<int>(args.max_context);
   const int steps_per_row = (max_context + T::kKeysPerStep - 1) / T::kKeysPerStep;
   const int thread = threadIdx.x, lane = thread % 32, warp = thread / 32;
@@ -559,8 +613,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
   // kKeysPerPass), 16 bytes (in 4-byte pieces when kPieceBytes is 4), so one warp
   // instruction reads whole 128-byte lines and L2 serves each line in one request (one
   // sector of many lines per instruction, measured, kept the L2 busy at half the DRAM
-  // rate). Keys past `valid` are zero-filled from an address that is valid and not read;
-  // steps past the segment copy nothing. fp8: thread k < 64 also copies key k's scale.
+  // rate). Keys past `valid` are zero-filled from an address that is valid and not read
+  // (the TMA path copies the page's bytes there: their scores are -inf by the stores'
+  // mask either way); steps past the segment copy nothing. fp8: thread k < 64 also copies
+  // key k's scale.
   constexpr int kKeysPerPass = T::kThreads / T::kChunksPerRow, kPasses = T::kKeysPerStep / kKeysPerPass;
   const int pass_key = thread / T::kChunksPerRow, chunk = thread % T::kChunksPerRow;
   // Every key pass_key + kKeysPerPass x j has the row mod 8 of pass_key: one swizzled offset.
@@ -576,8 +632,33 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
     return args.cache + static_cast<uint64_t>(static_cast<uint32_t>(__ldg(table_row + (key >> shift)))) * page_bytes;
   };
   const auto step_first = [&](int i) { return segment_first + i * T::kKeysPerStep; };
+  // The map's 128-byte rows a page (fp8: kTma). Row coordinates are int32: caches of up to
+  // 2^31 rows (256 GiB); key_tile_map's bound.
+  const int rows_per_page = args.page_size * (T::kRowBytes + T::kScaleBytes) / 128;
   const auto issue = [&](int i) {
     const int first = step_first(i);
+    if constexpr (T::kTma) {
+      if (use_tma) {  // a step lies in one page (use_tma needs pages of at least a step)
+        if (first < segment_end && thread == 0) {
+          const int slot = i % T::kStages;
+          const uint32_t bar = barriers + 8 * slot;
+          const uint32_t page = static_cast<uint32_t>(__ldg(table_row + (first >> shift)));
+          const int first_offset = first & offset_mask;
+          mbarrier_expect_bytes(bar, T::kTileBytes + T::kKeysPerStep * T::kScaleBytes);
+#pragma unroll
+          for (int block = 0; block < T::kRowBytes / 128; ++block) {
+            tma_load_box(ring + slot * T::kTileBytes + block * (64 * 128), &key_map, 128 * block,
+                         static_cast<int>(page) * rows_per_page + first_offset, bar);
+          }
+          if constexpr (T::kFp8) {
+            bulk_load(scale_ring + 4 * slot * T::kKeysPerStep,
+                      args.cache + static_cast<uint64_t>(page) * page_bytes + scale_region + first_offset * T::kScaleBytes,
+                      T::kKeysPerStep * T::kScaleBytes, bar);
+          }
+        }
+        return;
+      }
+    }
     if (first < segment_end) {  // segment_end <= valid rounded up: first < valid
       const int slot = i % T::kStages;
       // Addresses first, then the copies back to back (ptxas pads each run of cp.async).
@@ -714,8 +795,19 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
     for (int i = 0;; ++i) {
       const int first = step_first(i);
       if (first >= segment_end) break;  // uniform per block
-      wait_async<T::kStages - 2>();     // this thread's copies of step i have landed
-      fence_proxy_async();              // ... for the tensor core
+      bool copies_awaited = false;
+      if constexpr (T::kTma) {
+        if (use_tma) {  // step i's tile and scales have landed (the async proxy wrote them)
+          const int slot = i % T::kStages;
+          mbarrier_wait(barriers + 8 * slot, barrier_phases >> slot & 1u);
+          barrier_phases ^= 1u << slot;
+          copies_awaited = true;
+        }
+      }
+      if (!copies_awaited) {
+        wait_async<T::kStages - 2>();  // this thread's copies of step i have landed
+        fence_proxy_async();           // ... for the tensor core
+      }
       // Every thread's copies of step i are visible, and every thread is past step i - 1's
       // wgmma_wait_all: its slot may be refilled.
       __syncthreads();
@@ -737,7 +829,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma
       pin_accumulators(acc);
       epilogue(acc, first, scale, pass);
     }
-    wait_async<0>();  // nothing in flight into shared memory at the next segment or at exit
+    // Nothing in flight into shared memory at the next segment or at exit (the TMA path
+    // issues only steps of the segment, and waited for each).
+    wait_async<0>();
     __syncthreads();  // every thread is done with the ring (and the group's inputs)
   };
 
@@ -788,12 +882,49 @@ int blocks_for(const PagedLogitsArgs& args, int64_t resident) {
   return static_cast<int>(std::clamp<int64_t>((steps + T::kMinStepsPerBlock - 1) / T::kMinStepsPerBlock, 1, resident));
 }
 
+// The driver's tensor-map encoder, looked up once through the runtime (no -lcuda).
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+EncodeTiled encode_tiled() {
+  static const EncodeTiled encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    check_cuda(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found),
+               "cuTensorMapEncodeTiled lookup");
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr) throw_bad_input("paged_logits (fast): no cuTensorMapEncodeTiled");
+    return reinterpret_cast<EncodeTiled>(fn);
+  }();
+  return encode;
+}
+
+// The cache as rows of row_bytes (fp8: 128, a page being page_size value rows then
+// page_size / 32 rows of scales; bf16: 256), boxes of 64 rows x 128 bytes with the 128-byte
+// swizzle. The row count is a bound, not the cache's size: the kernel reads valid pages
+// only, as the cp.async path does.
+CUtensorMap key_tile_map(const PagedLogitsArgs& args, int row_bytes) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), cuuint64_t{1} << 31};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
+  const cuuint32_t box[2] = {128, 64};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult status = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(args.cache), dims,
+                                         strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (status != CUDA_SUCCESS) throw_bad_input("paged_logits (fast): cuTensorMapEncodeTiled failed");
+  return map;
+}
+
 template <StorageFormat kKeyFormat, int kHeads, int kPiece, int kRows>
 void launch_instance(const PagedLogitsArgs& args) {
   using T = WgmmaTraits<kKeyFormat, kHeads, kPiece, kRows>;
   const auto kernel = paged_logits_mma_kernel<T>;
   const int blocks = blocks_for<T>(args, resident_blocks(kernel, T::kThreads, T::kSmemBytes, "paged_logits_mma_kernel"));
-  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args);
+  // The TMA path: four rows a block (kTma), steps inside pages, 16-byte aligned rows.
+  const bool use_tma = T::kTma && args.page_size >= T::kKeysPerStep && kPiece == 16 && args.cache != nullptr;
+  const CUtensorMap map = use_tma ? key_tile_map(args, T::kRowBytes) : CUtensorMap{};
+  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);
 }
 
 // Four rows a block when the caller expects runs of at least four rows of one sequence
