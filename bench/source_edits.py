@@ -13,3 +13,13 @@ def apply_edits(tool, text, edits):
             sys.exit(f"{tool}: anchor found {found} times, not once:\n{anchor}")
         text = text.replace(anchor, replacement)
     return text
+
+
+def edit_file(tool, usage, edits):
+    """The command line of a one-file generator: `tool SRC OUT` writes SRC with edits applied
+    to OUT; with other arguments, exits with usage."""
+    if len(sys.argv) != 3:
+        sys.exit(usage)
+    text = apply_edits(tool, open(sys.argv[1]).read(), edits)
+    with open(sys.argv[2], "w") as f:
+        f.write(text)

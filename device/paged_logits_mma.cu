@@ -898,9 +898,8 @@ EncodeTiled encode_tiled() {
   return encode;
 }
 
-// The cache as rows of row_bytes (fp8: 128, a page being page_size value rows then
-// page_size / 32 rows of scales; bf16: 256), boxes of 64 rows x 128 bytes with the 128-byte
-// swizzle. The row count is a bound, not the cache's size: the kernel reads valid pages
+// The fp8 cache as rows of row_bytes = 128 (a page being page_size value rows, then
+// page_size / 32 rows of scales), boxes of 64 rows x 128 bytes with the 128-byte swizzle. The row count is a bound, not the cache's size: the kernel reads valid pages
 // only, as the cp.async path does.
 CUtensorMap key_tile_map(const PagedLogitsArgs& args, int row_bytes) {
   CUtensorMap map{};

@@ -10,7 +10,9 @@ is the kernel's issue work alone, plus those loads. OUT_DIR/no_epilogue.cu: the 
 of an accumulator (the wgmma and its wait stay), so its time is the copies and the tensor
 work alone. Given to build.sh after the real kernel (their logits differ from it: that is
 expected). If the kernel takes T, no_tensor T_i and no_epilogue T_t, a perfect overlap of
-the two would take max(T_i, T_t): what a better schedule of this kernel can win, measured.
+the two would take max(T_i, T_t): what a better schedule of this kernel can win. T_i bounds
+that only while the stand-in loads cost less than the wgmma they replace; where T_i > T
+it bounds nothing, and T_t alone is the tensor work's floor.
 Exits with an error when an anchor is missing from SRC (the kernel changed).
 """
 import os

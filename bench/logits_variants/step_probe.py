@@ -22,7 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from source_edits import apply_edits  # noqa: E402
+from source_edits import edit_file  # noqa: E402
 
 PROBE = r'''
 // ---- Step probe (bench/logits_variants/step_probe.py; never in the product) ----
@@ -31,15 +31,14 @@ __device__ unsigned long long g_step_probe[4];  // wait, tensor, epilogue cycles
 
 EDITS = [
     ("#include <cmath>\n", "#include <cmath>\n#include <cstdio>\n"),
-    ("template <class T>\n__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma_kernel(",
-     PROBE + "template <class T>\n__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm) paged_logits_mma_kernel("),
+    ("template <class T>\n__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)\n    paged_logits_mma_kernel(",
+     PROBE + "template <class T>\n__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)\n    paged_logits_mma_kernel("),
     ("  extern __shared__ __align__(1024) uint8_t smem[];\n",
      "  extern __shared__ __align__(1024) uint8_t smem[];\n"
      "  __shared__ unsigned probe_sums[T::kThreads / 32][4];\n"
      "  if (threadIdx.x < T::kThreads / 32 * 4) probe_sums[threadIdx.x / 4][threadIdx.x % 4] = 0;\n"),
-    ("      wait_async<T::kStages - 2>();     // this thread's copies of step i have landed\n",
-     "      const long long probe_t0 = clock64();\n"
-     "      wait_async<T::kStages - 2>();     // this thread's copies of step i have landed\n"),
+    ("      bool copies_awaited = false;\n",
+     "      const long long probe_t0 = clock64();\n      bool copies_awaited = false;\n"),
     ("      __syncthreads();\n      const int slot = i % T::kStages;\n",
      "      __syncthreads();\n      const long long probe_t1 = clock64();\n      const int slot = i % T::kStages;\n"),
     ("      wgmma_wait_all();\n      pin_accumulators(acc);\n      epilogue(acc, first, scale, pass);\n",
@@ -56,8 +55,8 @@ EDITS = [
      "  if (lane == 0) {\n"
      "    for (int p = 0; p < 4; ++p) atomicAdd(&g_step_probe[p], static_cast<unsigned long long>(probe_sums[warp][p]));\n"
      "  }\n}\n"),
-    ("  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args);\n}\n",
-     "  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args);\n"
+    ("  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);\n}\n",
+     "  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);\n"
      "  static unsigned probe_launches = 0;\n"
      "  if (++probe_launches % 26 == 14) {\n"
      "    unsigned long long sums[4] = {0, 0, 0, 0};\n"
@@ -73,12 +72,5 @@ EDITS = [
 ]
 
 
-def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    text = apply_edits("step_probe.py", open(sys.argv[1]).read(), EDITS)
-    open(sys.argv[2], "w").write(text)
-
-
 if __name__ == "__main__":
-    main()
+    edit_file("step_probe.py", __doc__, EDITS)

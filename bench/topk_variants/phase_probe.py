@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from source_edits import apply_edits  # noqa: E402
+from source_edits import edit_file  # noqa: E402
 
 PROBE = r'''
 // ---- Phase probe (bench/topk_variants/phase_probe.py; never in the product) ----
@@ -95,12 +95,5 @@ EDITS = [
 ]
 
 
-def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    text = apply_edits("phase_probe.py", open(sys.argv[1]).read(), EDITS)
-    open(sys.argv[2], "w").write(text)
-
-
 if __name__ == "__main__":
-    main()
+    edit_file("phase_probe.py", __doc__, EDITS)
