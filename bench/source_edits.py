@@ -23,3 +23,16 @@ def edit_file(tool, usage, edits):
     text = apply_edits(tool, open(sys.argv[1]).read(), edits)
     with open(sys.argv[2], "w") as f:
         f.write(text)
+
+
+# The tensor-core logits kernel's template head (device/paged_logits_mma.cu): where the
+# probes of bench/logits_variants/ put their device-side declarations.
+LOGITS_KERNEL_HEAD = ("template <class T>\n__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)\n"
+                      "    paged_logits_mma_kernel(")
+
+
+def probe_prelude(kernel_head, declarations):
+    """The edits a probe starts with: <cstdio> for its launcher's report, and its device-side
+    declarations just before the kernel's template head."""
+    return [("#include <cmath>\n", "#include <cmath>\n#include <cstdio>\n"),
+            (kernel_head, declarations + kernel_head)]

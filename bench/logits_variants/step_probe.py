@@ -22,17 +22,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from source_edits import edit_file  # noqa: E402
+from source_edits import LOGITS_KERNEL_HEAD, edit_file, probe_prelude  # noqa: E402
 
 PROBE = r'''
 // ---- Step probe (bench/logits_variants/step_probe.py; never in the product) ----
 __device__ unsigned long long g_step_probe[4];  // wait, tensor, epilogue cycles; steps (sums over warps)
 '''
 
-EDITS = [
-    ("#include <cmath>\n", "#include <cmath>\n#include <cstdio>\n"),
-    ("template <class T>\n__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)\n    paged_logits_mma_kernel(",
-     PROBE + "template <class T>\n__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)\n    paged_logits_mma_kernel("),
+EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
     ("  extern __shared__ __align__(1024) uint8_t smem[];\n",
      "  extern __shared__ __align__(1024) uint8_t smem[];\n"
      "  __shared__ unsigned probe_sums[T::kThreads / 32][4];\n"
