@@ -29,6 +29,8 @@ def edit_file(tool, usage, edits):
 # probes of bench/logits_variants/ put their device-side declarations.
 LOGITS_KERNEL_HEAD = ("template <class T>\n__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)\n"
                       "    paged_logits_mma_kernel(")
+# Its launch (launch_instance's last statement): where the probes' launchers report.
+LOGITS_LAUNCH = "  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);\n"
 
 
 def probe_prelude(kernel_head, declarations):

@@ -25,7 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from source_edits import LOGITS_KERNEL_HEAD, edit_file, probe_prelude  # noqa: E402
+from source_edits import LOGITS_KERNEL_HEAD, LOGITS_LAUNCH, edit_file, probe_prelude  # noqa: E402
 
 PROBE = r'''
 // ---- Step probe (bench/logits_variants/step_probe.py; never in the product) ----
@@ -55,8 +55,8 @@ EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
      "  if (lane == 0) {\n"
      "    for (int p = 0; p < 4; ++p) atomicAdd(&g_step_probe[p], static_cast<unsigned long long>(probe_sums[warp][p]));\n"
      "  }\n}\n"),
-    ("  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);\n}\n",
-     "  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);\n"
+    (LOGITS_LAUNCH + "}\n",
+     LOGITS_LAUNCH +
      "  static unsigned probe_launches = 0;\n"
      "  if (++probe_launches % 26 == 14) {\n"
      "    unsigned long long sums[4] = {0, 0, 0, 0};\n"

@@ -23,7 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from source_edits import LOGITS_KERNEL_HEAD, edit_file, probe_prelude  # noqa: E402
+from source_edits import LOGITS_KERNEL_HEAD, LOGITS_LAUNCH, edit_file, probe_prelude  # noqa: E402
 
 PROBE = r'''
 // ---- Timeline probe (bench/logits_variants/timeline_probe.py; never in the product) ----
@@ -106,8 +106,8 @@ EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
      "    s[3] = tl_partition, s[4] = tl_masked, s[5] = tl_loads, s[6] = tl_load_count, s[7] = tl_scored, s[8] = tl_steps,\n"
      "    s[9] = tl_total;\n"
      "  }\n}\n"),
-    ("  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);\n}\n",
-     "  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);\n" + LAUNCH_REPORT.lstrip("\n")),
+    (LOGITS_LAUNCH + "}\n",
+     LOGITS_LAUNCH + LAUNCH_REPORT.lstrip("\n")),
 ]
 
 
