@@ -94,7 +94,8 @@ EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
     ("    if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first, group_out = out(0);\n"
      "    score_segment(pass, begin, end);\n  });\n}\n",
      "    long long tl_t0 = clock64();\n"
-     "    if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first, group_out = out(0), ++tl_load_count;\n"
+     "    tl_load_count += loaded_group != group.first;\n"
+     "    if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first, group_out = out(0);\n"
      "    long long tl_t1 = clock64();\n"
      "    score_segment(pass, begin, end);\n"
      "    tl_loads += tl_t1 - tl_t0, tl_scored += clock64() - tl_t1, tl_steps += end - begin;\n"
