@@ -29,8 +29,9 @@ def edit_file(tool, usage, edits):
 # probes of bench/logits_variants/ put their device-side declarations.
 LOGITS_KERNEL_HEAD = ("template <class T>\n__global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)\n"
                       "    paged_logits_mma_kernel(")
-# Its launch (launch_instance's last statement): where the probes' launchers report.
-LOGITS_LAUNCH = "  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);\n"
+# The end of its launcher (launch_instance, whose last statement is the launch, whatever
+# its arguments): the probes' launch reports go just before it.
+LOGITS_LAUNCHER_END = "}\n\n// Four rows a block when the caller expects runs of at least four rows of one sequence\n"
 
 
 def probe_prelude(kernel_head, declarations):

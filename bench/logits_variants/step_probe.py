@@ -25,7 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from source_edits import LOGITS_KERNEL_HEAD, LOGITS_LAUNCH, edit_file, probe_prelude  # noqa: E402
+from source_edits import LOGITS_KERNEL_HEAD, LOGITS_LAUNCHER_END, edit_file, probe_prelude  # noqa: E402
 
 PROBE = r'''
 // ---- Step probe (bench/logits_variants/step_probe.py; never in the product) ----
@@ -55,8 +55,7 @@ EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
      "  if (lane == 0) {\n"
      "    for (int p = 0; p < 4; ++p) atomicAdd(&g_step_probe[p], static_cast<unsigned long long>(probe_sums[warp][p]));\n"
      "  }\n}\n"),
-    (LOGITS_LAUNCH + "}\n",
-     LOGITS_LAUNCH +
+    (LOGITS_LAUNCHER_END,
      "  static unsigned probe_launches = 0;\n"
      "  if (++probe_launches % 26 == 14) {\n"
      "    unsigned long long sums[4] = {0, 0, 0, 0};\n"
@@ -68,7 +67,7 @@ EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
      "                sums[0] / steps, sums[1] / steps, sums[2] / steps);\n"
      "    const unsigned long long zero[4] = {0, 0, 0, 0};\n"
      "    check_cuda(cudaMemcpyToSymbol(g_step_probe, zero, sizeof zero), \"step probe\");\n"
-     "  }\n}\n"),
+     "  }\n" + LOGITS_LAUNCHER_END),
 ]
 
 

@@ -23,7 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from source_edits import LOGITS_KERNEL_HEAD, LOGITS_LAUNCH, edit_file, probe_prelude  # noqa: E402
+from source_edits import LOGITS_KERNEL_HEAD, LOGITS_LAUNCHER_END, edit_file, probe_prelude  # noqa: E402
 
 PROBE = r'''
 // ---- Timeline probe (bench/logits_variants/timeline_probe.py; never in the product) ----
@@ -75,7 +75,6 @@ LAUNCH_REPORT = r'''
                 wall_max * 1e-3, total / (wall / n), sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / n, sums[4] / n,
                 sums[5] / n, sums[5] > 0 ? sums[4] / sums[5] : 0.0, rest);
   }
-}
 '''
 
 EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
@@ -107,8 +106,7 @@ EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
      "    s[3] = tl_partition, s[4] = tl_masked, s[5] = tl_loads, s[6] = tl_load_count, s[7] = tl_scored, s[8] = tl_steps,\n"
      "    s[9] = tl_total;\n"
      "  }\n}\n"),
-    (LOGITS_LAUNCH + "}\n",
-     LOGITS_LAUNCH + LAUNCH_REPORT.lstrip("\n")),
+    (LOGITS_LAUNCHER_END, LAUNCH_REPORT.lstrip("\n") + LOGITS_LAUNCHER_END),
 ]
 
 
