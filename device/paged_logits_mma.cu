@@ -94,6 +94,7 @@
 #include "device/api.h"
 #include "device/launch.h"
 #include "device/primitives/async_copy.cuh"
+#include "device/primitives/mbarrier.cuh"
 #include "device/primitives/paging.cuh"
 #include "device/primitives/warp.cuh"
 
@@ -270,24 +271,13 @@ __device__ __forceinline__ void pin_accumulators(float (&d)[kCount]) {
 // to the tensor core's reads (the async proxy); a barrier then publishes them to the warpgroup.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// The TMA path's primitives (PTX ISA: mbarrier, cp.async.bulk, cp.async.bulk.tensor). A
-// slot's mbarrier counts one arrival (thread 0's expect_tx) and the bytes its copies bring;
-// its phase completes when both are in, and the waiters see the copied bytes.
-__device__ __forceinline__ void mbarrier_init(uint32_t bar, unsigned arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
-}
+// The TMA path's primitives beside device/primitives/mbarrier.cuh's (PTX ISA: mbarrier,
+// cp.async.bulk, cp.async.bulk.tensor). A slot's mbarrier counts one arrival (thread 0's
+// expect_tx) and the bytes its copies bring; its phase completes when both are in, and the
+// waiters see the copied bytes.
 __device__ __forceinline__ void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 __device__ __forceinline__ void mbarrier_expect_bytes(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-  } while (done == 0);
 }
 // Box (column byte c0, row c1) of the tensor map into shared memory at dst, counted on bar.
 __device__ __forceinline__ void tma_load_box(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
@@ -466,11 +456,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   const float* const scales = reinterpret_cast<const float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes);
   // The TMA path's slot barriers, after the weights (8-byte aligned: every region before
   // them is a multiple of 8 bytes).
-  const uint32_t barriers = scale_ring + T::kScaleRingBytes + T::kWeightBytes;
+  uint64_t* const slot_barriers = reinterpret_cast<uint64_t*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes +
+                                                             T::kScaleRingBytes + T::kWeightBytes);
   uint32_t barrier_phases = 0;  // bit s: the parity of slot s's next phase
   if constexpr (T::kTma) {
     if (use_tma && threadIdx.x == 0) {
-      for (int s = 0; s < T::kStages; ++s) mbarrier_init(barriers + 8 * s, 1);
+      for (int s = 0; s < T::kStages; ++s) barrier_init(slot_barriers + s, 1);
       fence_mbarrier_init();
       fence_proxy_async();  // the initialised barriers, for the copy engine
     }
@@ -641,7 +632,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
       if (use_tma) {  // a step lies in one page (use_tma needs pages of at least a step)
         if (first < segment_end && thread == 0) {
           const int slot = i % T::kStages;
-          const uint32_t bar = barriers + 8 * slot;
+          const uint32_t bar = shared_address(slot_barriers + slot);
           const uint32_t page = static_cast<uint32_t>(__ldg(table_row + (first >> shift)));
           const int first_offset = first & offset_mask;
           mbarrier_expect_bytes(bar, T::kTileBytes + T::kKeysPerStep * T::kScaleBytes);
@@ -799,7 +790,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
       if constexpr (T::kTma) {
         if (use_tma) {  // step i's tile and scales have landed (the async proxy wrote them)
           const int slot = i % T::kStages;
-          mbarrier_wait(barriers + 8 * slot, barrier_phases >> slot & 1u);
+          barrier_wait(slot_barriers + slot, barrier_phases >> slot & 1u);
           barrier_phases ^= 1u << slot;
           copies_awaited = true;
         }
