@@ -164,10 +164,6 @@ struct WgmmaTraits {
   static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kBlocksPerSm blocks fit an SM (228 KB, 1 KB reserved per block)");
 };
 
-__device__ __forceinline__ uint32_t smem_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // Byte offset of 16-byte chunk c of row r in a tile of kTileRows rows (the header's layout:
 // 64 for a key tile, 64 x kRows for the query tile).
 template <int kTileRows>
@@ -447,7 +443,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     paged_logits_mma_kernel(const PagedLogitsArgs args, const __grid_constant__ CUtensorMap key_map, bool use_tma) {
   extern __shared__ __align__(1024) uint8_t smem[];
   // Tiles from the first 1024-byte boundary (the slack is in kSmemBytes).
-  const uint32_t smem_base = smem_address(smem);
+  const uint32_t smem_base = shared_address(smem);
   const uint32_t pad = ((smem_base + 1023u) & ~1023u) - smem_base;
   uint8_t* const query_tile = smem + pad;
   const uint32_t query_address = smem_base + pad;
