@@ -26,7 +26,9 @@
 // kStages - 1 steps are in flight (cp.async, every thread copying its share; or, fp8 four
 // rows a block, one TMA box and bulk copy a step from thread 0: WgmmaTraits::kTma) while the
 // tensor core works on one. Per step and warp the loop issues a handful of copies, one
-// barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue. Decode is memory-bound and runs
+// barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue; bf16 four rows a block split the
+// step into two halves of two rows, each half's epilogue under the other's wgmma
+// (WgmmaTraits::kSplitStep; all wgmma of the split halves: 2 x 8 at N = 128). Decode is memory-bound and runs
 // near the copy bandwidth (docs/key-path-speed.md); wgmma reads the query's operand from
 // shared memory itself, where an mma.sync kernel was held back by the tensor pipe and the
 // shared-memory reloads of the query's fragments. Rows of one sequence (64 queries x 128K
@@ -90,6 +92,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "device/api.h"
 #include "device/launch.h"
@@ -153,6 +156,13 @@ struct WgmmaTraits {
   // cp.async. (bf16 four rows a block fills 228 KB with two blocks: no room for barriers.)
   static constexpr bool kTma = kFp8 && kRows > 1;
   static constexpr int kBarrierBytes = kTma ? 8 * kStages : 0;
+  // bf16 four rows a block split a step into two halves of N = 128 (rows 0-1, rows 2-3),
+  // each with its own accumulators (the same 128 a thread): one half's epilogue runs while
+  // the tensor core works on the other half (score_segment_split). Its two blocks an SM
+  // leave the tensor core idle while both are in their epilogues; fp8's three blocks an SM
+  // overlap one block's epilogue with the others' tensor work already, and there the split's
+  // extra wait and barrier cost more than they hide (docs/key-path-speed.md).
+  static constexpr bool kSplitStep = !kFp8 && kRows > 1;
   static constexpr int kSmemBytes =
       1024 + kQueryTileBytes + kStages * kTileBytes + kScaleRingBytes + kWeightBytes + kBarrierBytes;
 
@@ -231,10 +241,20 @@ __device__ __forceinline__ uint64_t sw128_descriptor_from_low(uint32_t low) {
                  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])  \
                : "l"(a), "l"(b), "r"(static_cast<int>(accumulate))                                                 \
                : "memory")
+#define DSAF_WGMMA_64X128(INSTRUCTION, OPERANDS)                                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" INSTRUCTION " {"                                  \
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"  \
+               "}, %64, %65, p, 1, 1" OPERANDS ";\n}\n"                                                 \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])  \
+               : "l"(a), "l"(b), "r"(static_cast<int>(accumulate))                                                 \
+               : "memory")
 template <bool kFp8, int kN>
 __device__ __forceinline__ void wgmma_tile(float (&d)[kN / 2], uint64_t a, uint64_t b, bool accumulate) {
-  static_assert(kN == 64 || kN == 256, "N = 64 (one query row) or 256 (four)");
-  if constexpr (kN == 64) {
+  static_assert(kN == 64 || kN == 128 || kN == 256, "N = 64 (one query row), 128 (two) or 256 (four)");
+  if constexpr (kN == 128) {
+    static_assert(!kFp8, "N = 128: the split bf16 step (WgmmaTraits::kSplitStep)");
+    DSAF_WGMMA_64X128("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", ", 0, 0");
+  } else if constexpr (kN == 64) {
     if constexpr (kFp8) {
       // (e4m3 has no transpose operands: both K-major)
       DSAF_WGMMA_64X64("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", "");
@@ -251,11 +271,14 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[kN / 2], uint64_t a, uint6
 }
 #undef DSAF_WGMMA_64X64
 #undef DSAF_WGMMA_64X256
+#undef DSAF_WGMMA_64X128
 
 // Orders this warp's earlier register accesses of the accumulators before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Waits until at most one committed group of this warp's wgmma is still running.
+__device__ __forceinline__ void wgmma_wait_all_but_one() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // The compiler does not know that wgmma writes the accumulators in the background: each
 // is passed through an empty asm after the wait, so no read of it moves above the wait.
 template <int kCount>
@@ -521,6 +544,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     scored.skip = static_cast<int>(found[1]);
     masked.group = found[2] < 0 ? 0 : static_cast<int>(found[2]);
     masked.skip = static_cast<int>(found[3]);
+    // The scratch's generic stores are ordered before the copy engine's writes to the
+    // same ring bytes (the first steps' TMA copies) only through the async proxy: each
+    // writing thread fences, then the barrier below orders the fences before the copies.
+    if constexpr (T::kTma) fence_proxy_async();
     __syncthreads();  // the ring is refilled below
   }
 
@@ -702,22 +729,27 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   // 64 rr + [0, 64)). Every row's sums are formed, the pass's rows stored: without a branch
   // per row the 2 x kRows chains of dependent FMAs interleave, and each chain's order (and
   // so every bit) is the one a row alone would give.
-  const auto epilogue = [&](const Accumulators& acc, int first, float scale, unsigned pass) {
-    float v0[T::kRows], v1[T::kRows];
+  // Rows kFirstRow .. kFirstRow + kCount - 1 of the group from their accumulators alone
+  // (acc: 32 kCount, laid out as a kCount-row block's): the whole step, or one half of a
+  // split step (each row's chains are the same either way).
+  const auto epilogue_rows = [&](auto first_row, const auto& acc, int first, float scale, unsigned pass) {
+    constexpr int kFirstRow = decltype(first_row)::value;
+    constexpr int kCount = static_cast<int>(std::extent<std::remove_reference_t<decltype(acc)>>::value) / 32;
+    float v0[kCount], v1[kCount];
 #pragma unroll
-    for (int rr = 0; rr < T::kRows; ++rr) v0[rr] = 0.0f, v1[rr] = 0.0f;
+    for (int rr = 0; rr < kCount; ++rr) v0[rr] = 0.0f, v1[rr] = 0.0f;
     static_assert(T::kHeadTiles % 2 == 0, "head tiles in pairs (weight_quad)");
 #pragma unroll
     for (int m = 0; m < T::kHeadTiles / 2; ++m) {
-      float4 wq[T::kRows];
+      float4 wq[kCount];
 #pragma unroll
-      for (int rr = 0; rr < T::kRows; ++rr) wq[rr] = weight_quad(rr, m);
+      for (int rr = 0; rr < kCount; ++rr) wq[rr] = weight_quad(kFirstRow + rr, m);
 #pragma unroll
       for (int n = 2 * m; n < 2 * m + 2; ++n) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
 #pragma unroll
-          for (int rr = 0; rr < T::kRows; ++rr) {
+          for (int rr = 0; rr < kCount; ++rr) {
             const int a = 32 * rr + 4 * n + c;
             const float wc = n == 2 * m ? (c == 0 ? wq[rr].x : wq[rr].y) : (c == 0 ? wq[rr].z : wq[rr].w);
             v0[rr] = __fmaf_rn(fmaxf(acc[a], 0.0f), wc, v0[rr]);  // fmaxf(NaN, 0) = 0, as score.cc
@@ -731,22 +763,26 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     // p_0..p_3 as (p0 + p1) + (p2 + p3) (lanes t and t ^ 2 add the same pairs: fadd is
     // commutative).
     const bool up1 = t & 1;
-    float sum[T::kRows];
+    float sum[kCount];
 #pragma unroll
-    for (int rr = 0; rr < T::kRows; ++rr) {
+    for (int rr = 0; rr < kCount; ++rr) {
       sum[rr] = __fadd_rn(up1 ? v1[rr] : v0[rr], __shfl_xor_sync(kFullMask, up1 ? v0[rr] : v1[rr], 1));
     }
 #pragma unroll
-    for (int rr = 0; rr < T::kRows; ++rr) sum[rr] = __fadd_rn(sum[rr], __shfl_xor_sync(kFullMask, sum[rr], 2));
+    for (int rr = 0; rr < kCount; ++rr) sum[rr] = __fadd_rn(sum[rr], __shfl_xor_sync(kFullMask, sum[rr], 2));
     const int s = first + store_key;
     if (t < 2 && s < max_context) {
-      float* row_out = group_out + s;
+      float* row_out = group_out + s + static_cast<int64_t>(kFirstRow) * args.max_context;
 #pragma unroll
-      for (int rr = 0; rr < T::kRows; ++rr, row_out += args.max_context) {
-        const float score = s < group.valid[rr] ? (T::kFp8 ? __fmul_rn(sum[rr], scale) : sum[rr]) : -INFINITY;
-        if ((pass >> rr & 1u) != 0u) *row_out = score;
+      for (int rr = 0; rr < kCount; ++rr, row_out += args.max_context) {
+        const int row = kFirstRow + rr;
+        const float score = s < group.valid[row] ? (T::kFp8 ? __fmul_rn(sum[rr], scale) : sum[rr]) : -INFINITY;
+        if ((pass >> row & 1u) != 0u) *row_out = score;
       }
     }
+  };
+  const auto epilogue = [&](const Accumulators& acc, int first, float scale, unsigned pass) {
+    epilogue_rows(std::integral_constant<int, 0>{}, acc, first, scale, pass);
   };
   // Dots: acc = keys x (rows x heads) of the step in `slot`, over the kSlices k slices.
   // A tile's descriptor at byte offset o from the tile is its start's plus o / 16 (the
@@ -754,21 +790,74 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   // ends at 228 KB, so the field never carries), so the slot's and the slice's offsets are
   // added to the low word formed once; the high word is the same for every operand.
   const uint32_t key_desc_low = sw128_descriptor_low(ring), query_desc_low = sw128_descriptor_low(query_address);
-  const auto dots = [&](Accumulators& acc, int slot) {
+  // acc (N / 2 a thread) = the key tile x query rows [first_query_row, + N), N = 64 x kRows
+  // for a whole step or half that for one half of a split step (the query tile's row 128 is
+  // 1024-byte aligned: whole swizzle atoms).
+  const auto dots_rows = [&](auto& acc, int slot, int first_query_row) {
+    constexpr int kN = 2 * static_cast<int>(std::extent<std::remove_reference_t<decltype(acc)>>::value);
     wgmma_fence();
     const uint32_t key_tile_low = key_desc_low + slot * (T::kTileBytes / 16);
+    const uint32_t query_low = query_desc_low + first_query_row * 128 / 16;
 #pragma unroll
     for (int s = 0; s < T::kSlices; ++s) {
       const uint32_t slice = (s % 4) * 32;  // within the 128-byte column block s / 4
-      wgmma_tile<T::kFp8, T::kQueryRows>(
-          acc, sw128_descriptor_from_low(key_tile_low + ((s / 4) * (64 * 128) + slice) / 16),
-          sw128_descriptor_from_low(query_desc_low + ((s / 4) * (T::kQueryRows * 128) + slice) / 16), s > 0);
+      wgmma_tile<T::kFp8, kN>(acc, sw128_descriptor_from_low(key_tile_low + ((s / 4) * (64 * 128) + slice) / 16),
+                              sw128_descriptor_from_low(query_low + ((s / 4) * (T::kQueryRows * 128) + slice) / 16),
+                              s > 0);
     }
     wgmma_commit();
   };
-  // Scores the pass's steps [step_begin, step_end) (`valid`, `table_row` and the group's
-  // inputs set).
-  const auto score_segment = [&](unsigned pass, int step_begin, int step_end) {
+  const auto dots = [&](Accumulators& acc, int slot) { dots_rows(acc, slot, 0); };
+  // The split steps (WgmmaTraits::kSplitStep; bf16, no key scale): A(i), B(i) the halves of
+  // step i (rows 0-1 into acc0, rows 2-3 into acc1); committed wgmma groups complete in
+  // order. Step i: await tile i; issue A(i); B(i - 1)'s epilogue (A(i) runs); issue B(i);
+  // wait for A(i), A(i)'s epilogue (B(i) runs); wait for B(i); barrier (every warp is done
+  // with slot i: refill it with step i + kStages). So a half is on the tensor core during
+  // each epilogue, and every wgmma is awaited in the iteration that issued it: ptxas
+  // serialises all wgmma of a kernel whose loop reads accumulators while a wgmma of an
+  // earlier iteration may still be in flight (warning C7514). Each row's epilogue chains
+  // and each column's dot product are the whole step's, so the logits keep their bits.
+  const auto score_segment_split = [&](unsigned pass, int step_begin, int step_end) {
+    if constexpr (T::kSplitStep) {
+      float acc0[T::kAccumulators / 2], acc1[T::kAccumulators / 2];
+#pragma unroll
+      for (int i = 0; i < T::kAccumulators / 2; ++i) acc0[i] = 0.0f, acc1[i] = 0.0f;
+      segment_first = step_begin * T::kKeysPerStep;
+      segment_end = step_end * T::kKeysPerStep;
+      const int steps = step_end - step_begin;
+      constexpr std::integral_constant<int, 0> kRow0{};
+      constexpr std::integral_constant<int, 2> kRow2{};
+      // Step i up to B(i) awaited and its slot refilled; B(i)'s epilogue is left to the
+      // next step, or the segment's end.
+      const auto step = [&](int i, auto with_previous_b) {
+        const int slot = i % T::kStages;
+        wait_async<T::kStages - 1>();  // this thread's copies of step i have landed
+        fence_proxy_async();           // ... for the tensor core
+        __syncthreads();               // ... and every thread's
+        dots_rows(acc0, slot, 0);
+        if constexpr (decltype(with_previous_b)::value) epilogue_rows(kRow2, acc1, step_first(i - 1), 1.0f, pass);
+        dots_rows(acc1, slot, 128);
+        wgmma_wait_all_but_one();  // A(i)
+        pin_accumulators(acc0);
+        epilogue_rows(kRow0, acc0, step_first(i), 1.0f, pass);
+        wgmma_wait_all();  // B(i)
+        pin_accumulators(acc1);
+        __syncthreads();
+        issue(i + T::kStages);
+      };
+#pragma unroll
+      for (int i = 0; i < T::kStages; ++i) issue(i);
+      step(0, std::false_type{});
+#pragma unroll 1
+      for (int i = 1; i < steps; ++i) step(i, std::true_type{});
+      epilogue_rows(kRow2, acc1, step_first(steps - 1), 1.0f, pass);
+      wait_async<0>();  // the empty groups of the steps past the segment
+      __syncthreads();  // every thread is done with the ring (and the group's inputs)
+    }
+  };
+  // Scores the pass's steps [step_begin, step_end) a whole step at a time (`valid`, `table_row`
+  // and the group's inputs set); score_segment takes the split or the whole steps.
+  const auto score_segment_whole = [&](unsigned pass, int step_begin, int step_end) {
     // Defined here (each step's first wgmma overwrites them), so that nothing holds them
     // between segments, where a group's inputs are loaded.
     float acc[T::kAccumulators];
@@ -820,6 +909,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     // issues only steps of the segment, and waited for each).
     wait_async<0>();
     __syncthreads();  // every thread is done with the ring (and the group's inputs)
+  };
+  const auto score_segment = [&](unsigned pass, int step_begin, int step_end) {
+    if constexpr (T::kSplitStep) {
+      score_segment_split(pass, step_begin, step_end);
+    } else {
+      score_segment_whole(pass, step_begin, step_end);
+    }
   };
 
   // 3. The block's masked steps first (their stores leave while the scored steps run):

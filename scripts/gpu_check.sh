@@ -55,8 +55,13 @@ if [ "$part" != bench ]; then
       --gtest_filter='*QueryQuantGpu*sglang_v4_fp8*:*KeyStoreGpu*dsv4_ref*:*KeyStoreGpu*sglang_v4_fp4*:*KeyStoreGpu*dsv32*:*KeyStoreGpu*_v32*' \
       > "$out/$stamp-sanitizer-$tool.log" 2>&1
     echo "compute-sanitizer $tool (key/query): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-$tool.log" | tail -1))"
-    compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/paged_logits_gpu_test" \
-      --gtest_filter='*sglang_v4_fp8*:*sglang_v4_bf16*' > "$out/$stamp-sanitizer-logits-$tool.log" 2>&1
+    # The logits: memcheck on the fp8 and bf16 presets and the determinism test; racecheck
+    # (past 240 s on the determinism test's 20 launches a kernel, past 60 s on a preset) on
+    # the determinism test at two launches a kernel.
+    filter='PagedLogitsDeterminism.*'
+    [ $tool = memcheck ] && filter="$filter:*sglang_v4_fp8*:*sglang_v4_bf16*"
+    DSAF_DETERMINISM_LAUNCHES=2 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/paged_logits_gpu_test" \
+      --gtest_filter="$filter" > "$out/$stamp-sanitizer-logits-$tool.log" 2>&1
     echo "compute-sanitizer $tool (paged logits): exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$stamp-sanitizer-logits-$tool.log" | tail -1))"
   done
 

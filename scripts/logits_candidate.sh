@@ -4,8 +4,8 @@
 # needs: the candidate's logits against the tree's in one process (logits_variants: bytes
 # and events, plus the candidate's timeline probe), paged_logits_gpu_test built with the
 # candidate, compute-sanitizer memcheck and racecheck on its determinism test (both kernels
-# at one and four rows a block), then the 128K sweep through the candidate and ncu's kernel
-# times of its logits.
+# at one and four rows a block; two launches a kernel, as racecheck ran 20 past 240 s),
+# then the 128K sweep through the candidate and ncu's kernel times of its logits.
 #   scripts/logits_candidate.sh NAME [BUILD_DIR]
 # BUILD_DIR (default /tmp/build-candidate) is configured by scripts/gpu_host.sh from a copy
 # of the tree with the patch applied (.deps/debs must be there, as for gpu_host.sh).
@@ -55,8 +55,8 @@ timeout 180 "$build/tests/paged_logits_gpu_test" > "$results/paged-logits-gpu-te
 step "paged_logits_gpu_test exit $? ($(grep -E '^\[  (PASSED|FAILED)' "$results/paged-logits-gpu-test.log" | tr '\n' ' '))"
 
 for tool in memcheck racecheck; do
-  timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/paged_logits_gpu_test" \
-    --gtest_filter='PagedLogitsDeterminism.*' > "$results/sanitizer-$tool.log" 2>&1
+  DSAF_DETERMINISM_LAUNCHES=2 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
+    "$build/tests/paged_logits_gpu_test" --gtest_filter='PagedLogitsDeterminism.*' > "$results/sanitizer-$tool.log" 2>&1
   step "compute-sanitizer $tool exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$results/sanitizer-$tool.log" | tail -1))"
 done
 

@@ -17,9 +17,10 @@ prints: every 26th launch of an instance (one within a logits_variants version's
 timed launches) it synchronises, reads the counters of the 26 launches, prints each
 part's mean SM cycles per warp and step, and zeroes them. Exits with an error when an
 anchor is missing from SRC (the kernel changed, so this script must follow it).
-The sums live in 64 bytes of static shared memory: bf16 four rows a block, whose two
-blocks fill an SM's 228 KB exactly, then runs one block an SM (the printed block count
-says so), so the probe's bf16 four-row cycles are of that kernel, not of the product's.
+The clocks are in the whole-step loop, which bf16 four rows a block (the split step,
+score_segment_split) does not run: its line counts no steps. The sums live in 64 bytes
+of static shared memory, which would also break that kernel's exact fit of two blocks an
+SM's 228 KB.
 """
 import os
 import sys

@@ -7,7 +7,9 @@
 // bound derived in its header (oracle/logits_bound.h), on every score, for every preset it
 // takes (fp8 cache with fp8 queries, bf16 cache with fp8 or bf16 queries; fp32
 // accumulation; 16-64 heads), at one row a block and (64 heads) at four rows a block.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -253,9 +255,12 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
 // Both kernels are deterministic by construction (fixed orders, no atomics): 20 reruns of
 // a decode batch (8 sequences x 2 queries, 64 heads, 20K context, fp8 queries; fp8 and
 // bf16 caches) give the same bits every time, the tensor-core kernel at one and at four
-// rows a block.
+// rows a block. DSAF_DETERMINISM_LAUNCHES (at least 2) sets the launches a kernel: the
+// sanitizers take 2 (racecheck ran 20 past 240 s, the test alone takes ~1.2 s).
 TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
   DSAF_REQUIRE_GPU();
+  const char* launches_env = std::getenv("DSAF_DETERMINISM_LAUNCHES");
+  const int launches = launches_env != nullptr ? std::max(2, std::atoi(launches_env)) : 20;
   std::mt19937 rng(11);
   const int kSeqs = 8, kNextN = 2, kHeads = 64, kPage = 64;
   const int64_t kContext = 20000, kPagesPerSeq = (kContext + kPage - 1) / kPage;
@@ -314,7 +319,7 @@ TEST(PagedLogitsDeterminism, TwentyRerunsAreBitwiseIdentical) {
       const bool fast = kernel > 0;
       a.shared_row_run = fast ? kernel : 1;
       std::vector<float> first;
-      for (int launch = 0; launch < 20; ++launch) {
+      for (int launch = 0; launch < launches; ++launch) {
         fast ? dev::launch_paged_logits_fast(a) : dev::launch_paged_logits(a);
         const std::vector<float> got = d_logits.download();
         if (launch == 0) {
