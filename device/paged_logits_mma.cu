@@ -155,7 +155,8 @@ struct WgmmaTraits {
   // awaited on the slot's mbarrier; no thread computes a copy address. Else every thread's
   // cp.async. (bf16 four rows a block fills 228 KB with two blocks: no room for barriers.)
   static constexpr bool kTma = kFp8 && kRows > 1;
-  static constexpr int kBarrierBytes = kTma ? 8 * kStages : 0;
+  // The slots' barriers and the query tile's (the TMA copies the group's query rows too).
+  static constexpr int kBarrierBytes = kTma ? 8 * (kStages + 1) : 0;
   // bf16 four rows a block split a step into two halves of N = 128 (rows 0-1, rows 2-3),
   // each with its own accumulators (the same 128 a thread): one half's epilogue runs while
   // the tensor core works on the other half (score_segment_split). Its two blocks an SM
@@ -463,7 +464,8 @@ __device__ __forceinline__ void walk_share(const PagedLogitsArgs& args, int step
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
-    paged_logits_mma_kernel(const PagedLogitsArgs args, const __grid_constant__ CUtensorMap key_map, bool use_tma) {
+    paged_logits_mma_kernel(const PagedLogitsArgs args, const __grid_constant__ CUtensorMap key_map, bool use_tma,
+                            const __grid_constant__ CUtensorMap query_map, bool use_query_tma) {
   extern __shared__ __align__(1024) uint8_t smem[];
   // Tiles from the first 1024-byte boundary (the slack is in kSmemBytes).
   const uint32_t smem_base = shared_address(smem);
@@ -477,10 +479,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   // them is a multiple of 8 bytes).
   uint64_t* const slot_barriers = reinterpret_cast<uint64_t*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes +
                                                              T::kScaleRingBytes + T::kWeightBytes);
-  uint32_t barrier_phases = 0;  // bit s: the parity of slot s's next phase
+  uint32_t barrier_phases = 0;  // bit s: the parity of slot s's next phase (bit kStages: the query tile's)
   if constexpr (T::kTma) {
     if (use_tma && threadIdx.x == 0) {
-      for (int s = 0; s < T::kStages; ++s) barrier_init(slot_barriers + s, 1);
+      for (int s = 0; s <= T::kStages; ++s) barrier_init(slot_barriers + s, 1);
       fence_mbarrier_init();
       fence_proxy_async();  // the initialised barriers, for the copy engine
     }
@@ -570,6 +572,21 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   float* const w_smem = reinterpret_cast<float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes +
                                                  T::kScaleRingBytes);
   const auto load_group_inputs = [&]() {
+    bool query_by_tma = false;
+    if constexpr (T::kTma) {
+      // The group's kRows x 64 head rows of 128 bytes are contiguous in q_values: one box
+      // of 256 rows, 128-byte swizzled as the tile's layout; rows past the batch are zero
+      // (out of the map's bounds).
+      if (use_query_tma) {
+        if (thread == 0) {
+          const uint32_t bar = shared_address(slot_barriers + T::kStages);
+          mbarrier_expect_bytes(bar, T::kQueryTileBytes);
+          tma_load_box(query_address, &query_map, 0, group.first * T::kHeads, bar);
+        }
+        query_by_tma = true;
+      }
+    }
+    if (!query_by_tma) {
 #pragma unroll
     for (int round = 0; round < kQueryChunks / T::kThreads; ++round) {  // every thread's loads in flight at once
       const int i = round * T::kThreads + thread, tile_row = i / T::kChunksPerRow, c = i % T::kChunksPerRow;
@@ -580,6 +597,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
       *reinterpret_cast<uint4*>(query_tile + sw128_offset<T::kQueryRows>(tile_row, c)) = chunk;
     }
     fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
+    }
     if constexpr (T::kWeightsInSmem) {
       for (int i = thread; i < T::kRows * 64; i += T::kThreads) {
         const int rr = i / 64, h = i % 64;  // head h = 8n + 2t + c
@@ -601,6 +619,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
       }
     }
     __syncthreads();
+    if (query_by_tma) {
+      barrier_wait(slot_barriers + T::kStages, barrier_phases >> T::kStages & 1u);
+      barrier_phases ^= 1u << T::kStages;
+    }
   };
   // Row rr's heads 8n + 2t + c for n = 2m, 2m + 1 (x, y: n = 2m; z, w: n = 2m + 1).
   const auto weight_quad = [&](int rr, int m) {
@@ -647,7 +669,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   };
   const auto step_first = [&](int i) { return segment_first + i * T::kKeysPerStep; };
   // The map's 128-byte rows a page (fp8: kTma). Row coordinates are int32: caches of up to
-  // 2^31 rows (256 GiB); key_tile_map's bound.
+  // 2^31 rows (256 GiB); the launcher's tile_map bound.
   const int rows_per_page = args.page_size * (T::kRowBytes + T::kScaleBytes) / 128;
   const auto issue = [&](int i) {
     const int first = step_first(i);
@@ -981,16 +1003,18 @@ EncodeTiled encode_tiled() {
   return encode;
 }
 
-// The fp8 cache as rows of row_bytes = 128 (a page being page_size value rows, then
-// page_size / 32 rows of scales), boxes of 64 rows x 128 bytes with the 128-byte swizzle. The row count is a bound, not the cache's size: the kernel reads valid pages
-// only, as the cp.async path does.
-CUtensorMap key_tile_map(const PagedLogitsArgs& args, int row_bytes) {
+// `base` as rows of row_bytes = 128, boxes of box_rows rows x 128 bytes with the 128-byte
+// swizzle: the fp8 cache (a page being page_size value rows, then page_size / 32 rows of
+// scales; `rows` a bound, not the cache's size: the kernel reads valid pages only, as the
+// cp.async path does; boxes of a step's 64 keys) or the e4m3 queries (rows x heads head
+// rows; boxes of a group's 4 x 64).
+CUtensorMap tile_map(const uint8_t* base, uint64_t rows, int row_bytes, uint32_t box_rows) {
   CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), cuuint64_t{1} << 31};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), rows};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
-  const cuuint32_t box[2] = {128, 64};
+  const cuuint32_t box[2] = {128, box_rows};
   const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult status = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(args.cache), dims,
+  const CUresult status = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(base), dims,
                                          strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -1005,8 +1029,15 @@ void launch_instance(const PagedLogitsArgs& args) {
   const int blocks = blocks_for<T>(args, resident_blocks(kernel, T::kThreads, T::kSmemBytes, "paged_logits_mma_kernel"));
   // The TMA path: four rows a block (kTma), steps inside pages, 16-byte aligned rows.
   const bool use_tma = T::kTma && args.page_size >= T::kKeysPerStep && kPiece == 16 && args.cache != nullptr;
-  const CUtensorMap map = use_tma ? key_tile_map(args, T::kRowBytes) : CUtensorMap{};
-  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma);
+  const CUtensorMap map = use_tma ? tile_map(args.cache, uint64_t{1} << 31, T::kRowBytes, 64) : CUtensorMap{};
+  // The query tile by the TMA: e4m3 queries (128-byte head rows) at a 16-byte aligned address;
+  // a group's kRows x 64 head rows one box (four rows a block are 64-head kernels).
+  static_assert(!T::kTma || kHeads == 64, "the query box is kRows whole 64-head rows");
+  const bool use_query_tma = use_tma && args.q_format == StorageFormat::kFp8E4m3fn &&
+                             reinterpret_cast<uintptr_t>(args.q_values) % 16 == 0;
+  const CUtensorMap query_map =
+      use_query_tma ? tile_map(args.q_values, static_cast<uint64_t>(args.rows) * kHeads, 128, T::kQueryRows) : CUtensorMap{};
+  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma, query_map, use_query_tma);
 }
 
 // Four rows a block when the caller expects runs of at least four rows of one sequence
