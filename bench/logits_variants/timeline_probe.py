@@ -13,6 +13,10 @@ that launch and prints:
   span      first block entry to last block exit (global timer), and the spread of the
             blocks' entries and exits: launch ramp and tail;
   clock     a block's cycles over its wall time (the SM clock under this load);
+  SMs       whether the tail is between SMs or inside them: the spread of the SMs' last
+            exits, and the mean and largest gap between an SM's first and last exit
+            (one SM's blocks finishing apart leaves that SM part-empty while its last
+            block runs);
   per block the mean cycles of each part and of the rest (set-up and exit), the cycles a
             scored step, the blocks an SM held.
 So the kernel's time splits into steps, per-block fixed cost, ramp and tail: a step probe
@@ -52,6 +56,9 @@ LAUNCH_REPORT = r'''
     unsigned long long first_in = ~0ull, last_in = 0, first_out = ~0ull, last_out = 0;
     double sums[8] = {0, 0, 0, 0, 0, 0, 0, 0}, wall = 0, wall_min = 1e30, wall_max = 0;
     int per_sm[1024] = {0};
+    unsigned long long sm_first_out[1024], sm_last_out[1024];
+    std::fill(sm_first_out, sm_first_out + 1024, ~0ull);
+    std::fill(sm_last_out, sm_last_out + 1024, 0ull);
     for (int b = 0; b < blocks; ++b) {
       const unsigned long long* s = slots[b];
       first_in = std::min(first_in, s[0]), last_in = std::max(last_in, s[0]);
@@ -60,10 +67,19 @@ LAUNCH_REPORT = r'''
       wall += w, wall_min = std::min(wall_min, w), wall_max = std::max(wall_max, w);
       for (int p = 0; p < 7; ++p) sums[p] += static_cast<double>(s[3 + p]);
       per_sm[s[2] % 1024]++;
+      sm_first_out[s[2] % 1024] = std::min(sm_first_out[s[2] % 1024], s[1]);
+      sm_last_out[s[2] % 1024] = std::max(sm_last_out[s[2] % 1024], s[1]);
     }
-    int most = 0, least = 1 << 30;
+    int most = 0, least = 1 << 30, sms = 0;
+    unsigned long long first_sm_done = ~0ull;
+    double gap_sum = 0, gap_max = 0;
     for (int sm = 0; sm < 1024; ++sm) {
-      if (per_sm[sm] > 0) most = std::max(most, per_sm[sm]), least = std::min(least, per_sm[sm]);
+      if (per_sm[sm] > 0) {
+        most = std::max(most, per_sm[sm]), least = std::min(least, per_sm[sm]), ++sms;
+        first_sm_done = std::min(first_sm_done, sm_last_out[sm]);
+        const double gap = static_cast<double>(sm_last_out[sm] - sm_first_out[sm]);
+        gap_sum += gap, gap_max = std::max(gap_max, gap);
+      }
     }
     const double n = blocks, total = sums[6] / n;
     const double rest = total - (sums[0] + sums[1] + sums[2] + sums[4]) / n;
@@ -74,6 +90,8 @@ LAUNCH_REPORT = r'''
                 (last_in - first_in) * 1e-3, (last_out - first_out) * 1e-3, wall / n * 1e-3, wall_min * 1e-3,
                 wall_max * 1e-3, total / (wall / n), sums[0] / n, sums[1] / n, sums[2] / n, sums[3] / n, sums[4] / n,
                 sums[5] / n, sums[5] > 0 ? sums[4] / sums[5] : 0.0, rest);
+    std::printf("TIMELINE SMs %d: last exits within %.1f us; an SM's first to last exit %.1f us (mean), %.1f (most)\n",
+                sms, (last_out - first_sm_done) * 1e-3, gap_sum / sms * 1e-3, gap_max * 1e-3);
   }
 '''
 
