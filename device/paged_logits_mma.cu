@@ -21,17 +21,17 @@
 // into equal contiguous shares, one a block, and so are the steps past them that only get
 // -inf (the work partition, kernel part 0), so rows of unequal valid lengths (a prefill
 // chunk's causal rows, a study's queries spread over [N/2, N), a decode batch's contexts)
-// keep every block equally busy. A
-// block walks its keys in steps of 64 (wgmma's M): step i lives in ring slot i % kStages,
-// kStages - 1 steps are in flight (cp.async, every thread copying its share; or, fp8 four
-// rows a block, one TMA box and bulk copy a step from thread 0: WgmmaTraits::kTma) while the
-// tensor core works on one. Per step and warp the loop issues a handful of copies, one
-// barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue; bf16 four rows a block split the
-// step into two halves of two rows, each half's epilogue under the other's wgmma
-// (WgmmaTraits::kSplitStep; all wgmma of the split halves: 2 x 8 at N = 128). Decode is memory-bound and runs
-// near the copy bandwidth (docs/key-path-speed.md); wgmma reads the query's operand from
-// shared memory itself, where an mma.sync kernel was held back by the tensor pipe and the
-// shared-memory reloads of the query's fragments. Rows of one sequence (64 queries x 128K
+// keep every block equally busy. A block walks its keys in steps of 64 (wgmma's M): step i
+// lives in ring slot i % kStages, kStages - 1 steps are in flight (cp.async, every thread
+// copying its share; or, fp8 four rows a block, one TMA box and bulk copy a step from
+// thread 0, and a group's e4m3 query tile one TMA box: WgmmaTraits::kTma) while the tensor
+// core works on one. Per step and warp the loop issues a handful of copies, one barrier, 4
+// (fp8) or 8 (bf16) wgmma and the epilogue; bf16 four rows a block split the step into two
+// halves of two rows, each half's epilogue under the other's wgmma
+// (WgmmaTraits::kSplitStep; all wgmma of the split halves: 2 x 8 at N = 128). Decode is
+// memory-bound and runs near the copy bandwidth (docs/key-path-speed.md); wgmma reads the
+// query's operand from shared memory itself, where an mma.sync kernel was held back by the
+// tensor pipe and the shared-memory reloads of the query's fragments. Rows of one sequence (64 queries x 128K
 // keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row and key against 132 bytes a
 // key read once; one row a block reads the cache once a row.
 //
