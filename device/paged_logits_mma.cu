@@ -31,9 +31,9 @@
 // (WgmmaTraits::kSplitStep; all wgmma of the split halves: 2 x 8 at N = 128). Decode is
 // memory-bound and runs near the copy bandwidth (docs/key-path-speed.md); wgmma reads the
 // query's operand from shared memory itself, where an mma.sync kernel was held back by the
-// tensor pipe and the shared-memory reloads of the query's fragments. Rows of one sequence (64 queries x 128K
-// keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row and key against 132 bytes a
-// key read once; one row a block reads the cache once a row.
+// tensor pipe and the shared-memory reloads of the query's fragments. Rows of one sequence
+// (64 queries x 128K keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row and key
+// against 132 bytes a key read once; one row a block reads the cache once a row.
 //
 // Shared-memory operands (PTX ISA, "Shared Memory Matrix Layout", 128-byte swizzling,
 // K-major, which e4m3 wgmma requires for both operands): row r of a 64-row tile (a key of
@@ -588,15 +588,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     }
     if (!query_by_tma) {
 #pragma unroll
-    for (int round = 0; round < kQueryChunks / T::kThreads; ++round) {  // every thread's loads in flight at once
-      const int i = round * T::kThreads + thread, tile_row = i / T::kChunksPerRow, c = i % T::kChunksPerRow;
-      const int rr = tile_row / 64, h = tile_row % 64;
-      const uint8_t* const q_row = args.q_values + static_cast<int64_t>(group.first + rr) * T::kHeads * q_head_bytes;
-      const uint4 chunk = h < T::kHeads && rr < group.count ? query_chunk<T>(q_row + h * q_head_bytes, args.q_format, c)
-                                                            : make_uint4(0, 0, 0, 0);
-      *reinterpret_cast<uint4*>(query_tile + sw128_offset<T::kQueryRows>(tile_row, c)) = chunk;
-    }
-    fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
+      for (int round = 0; round < kQueryChunks / T::kThreads; ++round) {  // every thread's loads in flight at once
+        const int i = round * T::kThreads + thread, tile_row = i / T::kChunksPerRow, c = i % T::kChunksPerRow;
+        const int rr = tile_row / 64, h = tile_row % 64;
+        const uint8_t* const q_row = args.q_values + static_cast<int64_t>(group.first + rr) * T::kHeads * q_head_bytes;
+        const uint4 chunk = h < T::kHeads && rr < group.count ? query_chunk<T>(q_row + h * q_head_bytes, args.q_format, c)
+                                                              : make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(query_tile + sw128_offset<T::kQueryRows>(tile_row, c)) = chunk;
+      }
+      fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
     }
     if constexpr (T::kWeightsInSmem) {
       for (int i = thread; i < T::kRows * 64; i += T::kThreads) {
@@ -1030,11 +1030,11 @@ void launch_instance(const PagedLogitsArgs& args) {
   // The TMA path: four rows a block (kTma), steps inside pages, 16-byte aligned rows.
   const bool use_tma = T::kTma && args.page_size >= T::kKeysPerStep && kPiece == 16 && args.cache != nullptr;
   const CUtensorMap map = use_tma ? tile_map(args.cache, uint64_t{1} << 31, T::kRowBytes, 64) : CUtensorMap{};
-  // The query tile by the TMA: e4m3 queries (128-byte head rows) at a 16-byte aligned address;
-  // a group's kRows x 64 head rows one box (four rows a block are 64-head kernels).
-  static_assert(!T::kTma || kHeads == 64, "the query box is kRows whole 64-head rows");
-  const bool use_query_tma = use_tma && args.q_format == StorageFormat::kFp8E4m3fn &&
-                             reinterpret_cast<uintptr_t>(args.q_values) % 16 == 0;
+  // The query tile by the TMA: e4m3 queries (128-byte head rows: an fp8 cache takes no
+  // other, launch_paged_logits_fast) at a 16-byte aligned address; a group's kRows x 64 head
+  // rows one box (four rows a block are 64-head kernels).
+  static_assert(!T::kTma || (T::kFp8 && kHeads == 64), "the query box is kRows whole 64-head e4m3 rows");
+  const bool use_query_tma = use_tma && reinterpret_cast<uintptr_t>(args.q_values) % 16 == 0;
   const CUtensorMap query_map =
       use_query_tma ? tile_map(args.q_values, static_cast<uint64_t>(args.rows) * kHeads, 128, T::kQueryRows) : CUtensorMap{};
   kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma, query_map, use_query_tma);
