@@ -311,27 +311,30 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
-// One e4m3 code as a bf16 (exact: 3 mantissa bits, exponents 2^-9..2^8), through f16 and f32.
-__device__ __forceinline__ unsigned e4m3_to_bf16_bits(unsigned code) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-  return __float_as_uint(__half2float(__half(h))) >> 16;  // exact: the low 16 bits are zero
+// Two e4m3 codes (the low byte the low half) as two bf16 (exact: 3 mantissa bits, exponents
+// 2^-9..2^8, all normal in f16 and in bf16): one e4m3x2 -> f16x2 conversion, the halves
+// widened to f32 and packed to bf16x2.
+__device__ __forceinline__ unsigned e4m3x2_to_bf16x2_bits(unsigned pair) {
+  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3));
+  const __nv_bfloat162 b = __float22bfloat162_rn(__half22float2(h));
+  return *reinterpret_cast<const unsigned*>(&b);
 }
 
-// 16-byte chunk c of query head `q` as the kernel's B operand row: the stored bytes (e4m3
-// for an fp8 cache, bf16 as stored for a bf16 one), or e4m3 dims 8c..8c+7 widened to bf16.
-template <class T>
-__device__ __forceinline__ uint4 query_chunk(const uint8_t* q, StorageFormat q_format, int c) {
-  unsigned w[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    if (!T::kFp8 && q_format == StorageFormat::kFp8E4m3fn) {
-      const int d = 8 * c + 2 * j;  // the low half is dim d
-      w[j] = e4m3_to_bf16_bits(q[d]) | (e4m3_to_bf16_bits(q[d + 1]) << 16);
-    } else {
-      w[j] = reinterpret_cast<const unsigned*>(q + 16 * c)[j];  // 4-byte aligned (the launcher checks)
-    }
-  }
+// 16-byte chunk c of query head `q` as stored (e4m3 for an fp8 cache, bf16 for a bf16
+// one), in 4-byte words (the launcher checks 4-byte alignment).
+__device__ __forceinline__ uint4 stored_query_chunk(const uint8_t* q, int c) {
+  const unsigned* const w = reinterpret_cast<const unsigned*>(q + 16 * c);
   return make_uint4(w[0], w[1], w[2], w[3]);
+}
+// The 8 e4m3 codes of dims 8c..8c+7 of query head `q` (two 4-byte words), and their bf16
+// chunk, dims in order.
+__device__ __forceinline__ uint2 query_codes(const uint8_t* q, int c) {
+  const unsigned* const w = reinterpret_cast<const unsigned*>(q + 8 * c);
+  return make_uint2(w[0], w[1]);
+}
+__device__ __forceinline__ uint4 widen_e4m3_chunk(const uint2 codes) {
+  return make_uint4(e4m3x2_to_bf16x2_bits(codes.x & 0xFFFFu), e4m3x2_to_bf16x2_bits(codes.x >> 16),
+                    e4m3x2_to_bf16x2_bits(codes.y & 0xFFFFu), e4m3x2_to_bf16x2_bits(codes.y >> 16));
 }
 
 // A row group's rows (group g: rows kRows g + [0, count)), each with its sequence and its
@@ -587,14 +590,37 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
       }
     }
     if (!query_by_tma) {
+      // Round r of a thread: tile row i / kChunksPerRow, chunk i % kChunksPerRow, i = r x
+      // kThreads + thread; the head it copies (null: a zero row past kHeads or the group).
+      constexpr int kRounds = kQueryChunks / T::kThreads;
+      const auto head_of = [&](int round) -> const uint8_t* {
+        const int tile_row = (round * T::kThreads + thread) / T::kChunksPerRow, rr = tile_row / 64, h = tile_row % 64;
+        return h < T::kHeads && rr < group.count
+                   ? args.q_values + (static_cast<int64_t>(group.first + rr) * T::kHeads + h) * q_head_bytes
+                   : nullptr;
+      };
+      const auto tile_chunk = [&](int round) -> uint4& {
+        const int i = round * T::kThreads + thread;
+        return *reinterpret_cast<uint4*>(query_tile + sw128_offset<T::kQueryRows>(i / T::kChunksPerRow, i % T::kChunksPerRow));
+      };
+      const int c = thread % T::kChunksPerRow;  // the same chunk every round (kThreads % kChunksPerRow == 0)
+      if (!T::kFp8 && args.q_format == StorageFormat::kFp8E4m3fn) {
+        // Every round's codes first, all in flight, then widened: widening each chunk as it
+        // arrives would wait for the loads one at a time.
+        uint2 codes[kRounds];
 #pragma unroll
-      for (int round = 0; round < kQueryChunks / T::kThreads; ++round) {  // every thread's loads in flight at once
-        const int i = round * T::kThreads + thread, tile_row = i / T::kChunksPerRow, c = i % T::kChunksPerRow;
-        const int rr = tile_row / 64, h = tile_row % 64;
-        const uint8_t* const q_row = args.q_values + static_cast<int64_t>(group.first + rr) * T::kHeads * q_head_bytes;
-        const uint4 chunk = h < T::kHeads && rr < group.count ? query_chunk<T>(q_row + h * q_head_bytes, args.q_format, c)
-                                                              : make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(query_tile + sw128_offset<T::kQueryRows>(tile_row, c)) = chunk;
+        for (int round = 0; round < kRounds; ++round) {
+          const uint8_t* const head = head_of(round);
+          codes[round] = head != nullptr ? query_codes(head, c) : make_uint2(0, 0);
+        }
+#pragma unroll
+        for (int round = 0; round < kRounds; ++round) tile_chunk(round) = widen_e4m3_chunk(codes[round]);
+      } else {
+#pragma unroll
+        for (int round = 0; round < kRounds; ++round) {  // every thread's loads in flight at once
+          const uint8_t* const head = head_of(round);
+          tile_chunk(round) = head != nullptr ? stored_query_chunk(head, c) : make_uint4(0, 0, 0, 0);
+        }
       }
       fence_proxy_async();  // the tile is read by the tensor core (the barrier below publishes it)
     }
@@ -1092,7 +1118,7 @@ void launch_paged_logits_fast(const PagedLogitsArgs& args) {
   if (static_cast<int64_t>(args.rows) * ((args.max_context + kStepKeys - 1) / kStepKeys) >= (int64_t{1} << 31)) {
     throw_bad_input("paged_logits (fast): rows x max_context / 64 must be below 2^31");
   }
-  // Keys are copied in 4- or 16-byte pieces and query words read 2 or 4 bytes at a time.
+  // Keys are copied in 4- or 16-byte pieces and query values read in 4-byte words.
   if (reinterpret_cast<uintptr_t>(args.cache) % 4 != 0 || reinterpret_cast<uintptr_t>(args.q_values) % 4 != 0) {
     throw_bad_input("paged_logits (fast): the cache and the query values must be 4-byte aligned");
   }

@@ -16,7 +16,7 @@
 //          (every block's group takes a pass per sequence)
 //   decode-as-4  decode's rows four a block (four passes a group): what ignoring the hint costs
 // each with an fp8 cache (e4m3 codes without NaN, power-of-two-ish scales) and a bf16 one
-// (bf16 queries). For the one-sequence shapes the last version is also timed the way the
+// (bf16 queries; "bf16-q8": e4m3 queries the kernel widens, the sglang-v4-bf16 recipe). For the one-sequence shapes the last version is also timed the way the
 // ABI entry point calls it (reading row_seq back first) and as a lone launch after 200 ms
 // of an idle device. $LOGITS_VARIANTS_ONLY=PREFIX runs only the shapes whose name starts
 // with PREFIX.
@@ -67,6 +67,7 @@ struct Shape {
   int sequences;  // 1: every row reads one sequence; rows: one each; else runs of two rows
   bool spread;    // valid lengths spread over [N/2, N], else N - [0, 3000)
   int row_run;    // PagedLogitsArgs::shared_row_run (4: four rows a block)
+  bool e4m3_queries = false;  // a bf16 cache's queries e4m3 (widened by the kernel), as sglang-v4-bf16's
 };
 
 // Median of `count` event timings of body(), in microseconds; before() runs outside them.
@@ -120,9 +121,9 @@ Inputs make_inputs(const Shape& shape, std::mt19937_64& rng) {
     const uint8_t code = static_cast<uint8_t>(rng());
     return (code & 0x7f) == 0x7f ? static_cast<uint8_t>(code ^ 1) : code;
   };
-  const auto fill_values = [&](uint8_t* p, size_t values) {
+  const auto fill_values = [&](uint8_t* p, size_t values, bool codes) {
     for (size_t i = 0; i < values; ++i) {
-      if (shape.fp8) {
+      if (codes) {
         p[i] = e4m3();
       } else {
         std::memcpy(p + 2 * i, &bf16_pool[rng() % bf16_pool.size()], 2);
@@ -135,7 +136,7 @@ Inputs make_inputs(const Shape& shape, std::mt19937_64& rng) {
   in.cache.resize(pages * kPageSize * row_bytes);
   for (size_t page = 0; page < pages; ++page) {
     uint8_t* p = in.cache.data() + page * kPageSize * row_bytes;
-    fill_values(p, static_cast<size_t>(kPageSize) * 128);
+    fill_values(p, static_cast<size_t>(kPageSize) * 128, shape.fp8);
     if (shape.fp8) {
       for (int k = 0; k < kPageSize; ++k) {
         const float scale = std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, -8 + static_cast<int>(rng() % 4));
@@ -146,8 +147,9 @@ Inputs make_inputs(const Shape& shape, std::mt19937_64& rng) {
   in.tables.resize(pages);
   for (size_t i = 0; i < pages; ++i) in.tables[i] = static_cast<int32_t>(i);
   std::shuffle(in.tables.begin(), in.tables.end(), rng);
-  in.queries.resize(static_cast<size_t>(shape.rows) * kHeads * (shape.fp8 ? 128 : 256));
-  fill_values(in.queries.data(), static_cast<size_t>(shape.rows) * kHeads * 128);
+  const bool query_codes = shape.fp8 || shape.e4m3_queries;
+  in.queries.resize(static_cast<size_t>(shape.rows) * kHeads * (query_codes ? 128 : 256));
+  fill_values(in.queries.data(), static_cast<size_t>(shape.rows) * kHeads * 128, query_codes);
   in.weights.resize(static_cast<size_t>(shape.rows) * kHeads);
   for (float& w : in.weights) w = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 1000.0f;
   for (int r = 0; r < shape.rows; ++r) {
@@ -167,7 +169,9 @@ int main() {
 #undef V
   const char* only = std::getenv("LOGITS_VARIANTS_ONLY");
   const Shape shapes[] = {{"sweep fp8", true, 64, 1, true, 4},           {"sweep bf16", false, 64, 1, true, 4},
+                          {"sweep bf16-q8", false, 64, 1, true, 4, true},
                           {"study fp8", true, 64, 1, false, 4},          {"study bf16", false, 64, 1, false, 4},
+                          {"study bf16-q8", false, 64, 1, false, 4, true},
                           {"decode fp8", true, 32, 32, false, 1},        {"decode bf16", false, 32, 32, false, 1},
                           {"decode-spread fp8", true, 32, 32, true, 1},  {"decode-spread bf16", false, 32, 32, true, 1},
                           {"mixed fp8", true, 64, 2, true, 4},           {"mixed bf16", false, 64, 2, true, 4},
@@ -180,7 +184,7 @@ int main() {
     PagedLogitsArgs a;
     a.q_values = upload(in.queries);
     a.weights = upload(in.weights);
-    a.q_format = fmt;
+    a.q_format = shape.e4m3_queries ? dsaf::ref::StorageFormat::kFp8E4m3fn : fmt;
     a.k_format = fmt;
     a.rows = shape.rows;
     a.num_heads = kHeads;

@@ -66,7 +66,7 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
 
   int64_t rows_checked = 0, scores_checked = 0, masked_checked = 0, nan_scores = 0;
   const bool fast = fast_kernel_takes(recipe);
-  int64_t fast_checked = 0, fast_equal = 0, four_row_checked = 0, four_row_equal = 0;
+  int64_t fast_checked = 0, fast_equal = 0, four_row_checked = 0, four_row_equal = 0, unaligned_checked = 0, unaligned_equal = 0;
   double worst_fraction = 0.0;
   for (int batch_index = 0; rows_checked < 1300; ++batch_index) {
     const int page_size = page_sizes[batch_index % 9];
@@ -172,7 +172,7 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
     // The tensor-core kernel one row a block and, at 64 heads, four rows a block (the
     // shared_row_run hint; this batch's rows of one sequence come in runs of 0-6 or of
     // next_n, so blocks of rows of several sequences take their per-sequence passes).
-    std::vector<float> one_row_logits;
+    std::vector<float> one_row_logits, four_row_logits;
     for (const int row_run : {1, 4}) {
       if (!fast || H < 16 || (row_run == 4 && H != 64)) continue;
       a.shared_row_run = row_run;
@@ -209,7 +209,23 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
           }
         }
       }
-      if (row_run == 1) one_row_logits = fast_logits;
+      (row_run == 1 ? one_row_logits : four_row_logits) = fast_logits;
+    }
+    // Four rows a block again, from query values 4 bytes past a 16-byte boundary (a copy one
+    // word into a cudaMalloc'd buffer): the block's threads load the query tile instead of
+    // the TMA box (fp8), with 4-byte words (bf16); the same bits as the aligned launch.
+    if (!four_row_logits.empty()) {
+      std::vector<uint8_t> shifted(4, 0x5A);
+      shifted.insert(shifted.end(), q_values.begin(), q_values.end());
+      const DeviceBuffer<uint8_t> d_shifted(shifted);
+      dev::PagedLogitsArgs unaligned = a;
+      unaligned.q_values = d_shifted.get() + 4;
+      unaligned.shared_row_run = 4;
+      poison_logits();
+      dev::launch_paged_logits_fast(unaligned);
+      const std::vector<float> got = d_logits.download();
+      for (size_t i = 0; i < got.size(); ++i) unaligned_equal += bits_of(got[i]) == bits_of(four_row_logits[i]);
+      unaligned_checked += static_cast<int64_t>(got.size());
     }
 
     for (int r = 0; r < rows; ++r) {
@@ -239,13 +255,17 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
   // Four rows a block run each column's dot product through the same instruction as one row
   // (N = 256 instead of 64) and each row's epilogue chain in the same order: the same bits.
   EXPECT_EQ(four_row_equal, four_row_checked) << recipe.name << ": four rows a block differ from one row a block";
+  if (fast) EXPECT_GT(unaligned_checked, 0) << recipe.name << ": unaligned query values were never checked";
+  EXPECT_EQ(unaligned_equal, unaligned_checked) << recipe.name << ": unaligned query values change four rows a block's logits";
   if (fast_checked > 0) {
     std::printf("[ %s ] fast (%s tensor-core) paged logits: %lld scores within the derived bound; largest error "
                 "%.3g of its bound, %lld scores bit-equal to the exact-order kernel\n",
                 recipe.name.c_str(), recipe.key_quant.format == ref::StorageFormat::kFp8E4m3fn ? "fp8" : "bf16",
                 static_cast<long long>(fast_checked), worst_fraction, static_cast<long long>(fast_equal));
-    std::printf("[ %s ] four rows a block: %lld scores within the bound, %lld bit-equal to one row a block\n",
-                recipe.name.c_str(), static_cast<long long>(four_row_checked), static_cast<long long>(four_row_equal));
+    std::printf("[ %s ] four rows a block: %lld scores within the bound, %lld bit-equal to one row a block; "
+                "%lld of %lld logits from unaligned query values bit-equal\n",
+                recipe.name.c_str(), static_cast<long long>(four_row_checked), static_cast<long long>(four_row_equal),
+                static_cast<long long>(unaligned_equal), static_cast<long long>(unaligned_checked));
   }
   std::printf("[ %s ] paged logits: %lld query rows, %lld scores bit-equal, %lld masked keys -inf, %lld NaN scores\n",
               recipe.name.c_str(), static_cast<long long>(rows_checked), static_cast<long long>(scores_checked),
