@@ -870,8 +870,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
       float acc0[T::kAccumulators / 2], acc1[T::kAccumulators / 2];
 #pragma unroll
       for (int i = 0; i < T::kAccumulators / 2; ++i) acc0[i] = 0.0f, acc1[i] = 0.0f;
-      segment_first = step_begin * T::kKeysPerStep;
-      segment_end = step_end * T::kKeysPerStep;
       const int steps = step_end - step_begin;
       constexpr std::integral_constant<int, 0> kRow0{};
       constexpr std::integral_constant<int, 2> kRow2{};
@@ -893,8 +891,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
         __syncthreads();
         issue(i + T::kStages);
       };
-#pragma unroll
-      for (int i = 0; i < T::kStages; ++i) issue(i);
       step(0, std::false_type{});
 #pragma unroll 1
       for (int i = 1; i < steps; ++i) step(i, std::true_type{});
@@ -911,10 +907,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     float acc[T::kAccumulators];
 #pragma unroll
     for (int i = 0; i < T::kAccumulators; ++i) acc[i] = 0.0f;
-    segment_first = step_begin * T::kKeysPerStep;
-    segment_end = step_end * T::kKeysPerStep;
-#pragma unroll
-    for (int i = 0; i < T::kStages - 1; ++i) issue(i);
 #pragma unroll 1
     for (int i = 0;; ++i) {
       const int first = step_first(i);
@@ -958,6 +950,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     wait_async<0>();
     __syncthreads();  // every thread is done with the ring (and the group's inputs)
   };
+  // A segment's start: its keys, and its first steps' copies into the ring (free: the
+  // previous segment, or the work partition's scratch, is done with it), issued before a
+  // new group's inputs are loaded, so that the two loads overlap; score_segment then runs
+  // its steps (kStages copies in flight for the split steps, kStages - 1 for whole ones).
+  const auto start_segment = [&](int step_begin, int step_end) {
+    segment_first = step_begin * T::kKeysPerStep;
+    segment_end = step_end * T::kKeysPerStep;
+    constexpr int kFirstCopies = T::kSplitStep ? T::kStages : T::kStages - 1;
+#pragma unroll
+    for (int i = 0; i < kFirstCopies; ++i) issue(i);
+  };
   const auto score_segment = [&](unsigned pass, int step_begin, int step_end) {
     if constexpr (T::kSplitStep) {
       score_segment_split(pass, step_begin, step_end);
@@ -979,6 +982,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   // 4. The block's scored steps; a group's inputs are loaded when the block enters it.
   int loaded_group = -1;
   walk_share<false>(args, steps_per_row, scored, group, valid, table_row, [&](unsigned pass, int, int begin, int end) {
+    start_segment(begin, end);
     if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first, group_out = out(0);
     score_segment(pass, begin, end);
   });
