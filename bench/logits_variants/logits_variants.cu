@@ -16,10 +16,11 @@
 //          (every block's group takes a pass per sequence)
 //   decode-as-4  decode's rows four a block (four passes a group): what ignoring the hint costs
 // each with an fp8 cache (e4m3 codes without NaN, power-of-two-ish scales) and a bf16 one
-// (bf16 queries; "bf16-q8": e4m3 queries the kernel widens, the sglang-v4-bf16 recipe). For the one-sequence shapes the last version is also timed the way the
-// ABI entry point calls it (reading row_seq back first) and as a lone launch after 200 ms
-// of an idle device. $LOGITS_VARIANTS_ONLY=PREFIX runs only the shapes whose name starts
-// with PREFIX.
+// (bf16 queries; "bf16-q8": e4m3 queries the kernel widens, the sglang-v4-bf16 recipe).
+// For the one-sequence shapes the last version is also timed the way the ABI entry point
+// calls it (reading row_seq back first) and as a lone launch after 200 ms of an idle
+// device. $LOGITS_VARIANTS_ONLY=PREFIX runs only the shapes whose name starts with PREFIX;
+// $LOGITS_VARIANTS_OFFSET_KB=K moves the logits K KB into their allocation.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -197,7 +198,14 @@ int main() {
     a.max_context = kContext;
     a.shared_row_run = shape.row_run;
     const size_t logits = static_cast<size_t>(shape.rows) * kContext;
-    CHECK(cudaMalloc(&a.logits, logits * 4));
+    // $LOGITS_VARIANTS_OFFSET_KB: the logits start that many KB into their allocation (does
+    // a kernel's speed depend on where its output rows lie?).
+    const size_t offset_floats = std::getenv("LOGITS_VARIANTS_OFFSET_KB") != nullptr
+                                     ? std::strtoul(std::getenv("LOGITS_VARIANTS_OFFSET_KB"), nullptr, 10) * 256
+                                     : 0;
+    float* logits_allocation = nullptr;
+    CHECK(cudaMalloc(&logits_allocation, (logits + offset_floats) * 4));
+    a.logits = logits_allocation + offset_floats;
     // 2 x heads x 128 flops per row and key (the whole row; valid or not).
     const double flops = 2.0 * shape.rows * kHeads * 128.0 * kContext;
     std::vector<float> first(logits), got(logits);
@@ -238,7 +246,7 @@ int main() {
     for (const void* p : {static_cast<const void*>(a.q_values), static_cast<const void*>(a.weights),
                           static_cast<const void*>(a.row_seq), static_cast<const void*>(a.row_valid),
                           static_cast<const void*>(a.cache), static_cast<const void*>(a.page_tables),
-                          static_cast<const void*>(a.logits)}) {
+                          static_cast<const void*>(logits_allocation)}) {
       cudaFree(const_cast<void*>(p));
     }
   }

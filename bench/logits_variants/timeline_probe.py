@@ -19,6 +19,9 @@ that launch and prints:
             block runs);
   per block the mean cycles of each part and of the rest (set-up and exit), the cycles a
             scored step, the blocks an SM held.
+With $DSAF_TIMELINE_DUMP=FILE every reported launch also appends a line a block to FILE:
+  format rows block sm entry_us exit_us scored_cycles steps total_cycles
+(entry and exit from the launch's first entry), for per-SM analyses across launches.
 So the kernel's time splits into steps, per-block fixed cost, ramp and tail: a step probe
 (step_probe.py) explains only the first. No static shared memory is added (it could
 change the blocks an SM holds). Exits with an error when an anchor is missing from SRC.
@@ -92,10 +95,21 @@ LAUNCH_REPORT = r'''
                 sums[5] / n, sums[5] > 0 ? sums[4] / sums[5] : 0.0, rest);
     std::printf("TIMELINE SMs %d: last exits within %.1f us; an SM's first to last exit %.1f us (mean), %.1f (most)\n",
                 sms, (last_out - first_sm_done) * 1e-3, gap_sum / sms * 1e-3, gap_max * 1e-3);
+    if (const char* dump = std::getenv("DSAF_TIMELINE_DUMP")) {  // a line a block, appended
+      if (FILE* f = std::fopen(dump, "a")) {
+        for (int b = 0; b < blocks; ++b) {
+          const unsigned long long* s = slots[b];
+          std::fprintf(f, "%s %d %d %llu %.3f %.3f %llu %llu %llu\n", T::kFp8 ? "fp8" : "bf16", args.rows, b, s[2],
+                       (s[0] - first_in) * 1e-3, (s[1] - first_in) * 1e-3, s[7], s[8], s[9]);
+        }
+        std::fclose(f);
+      }
+    }
   }
 '''
 
 EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
+    ("#include <cstdint>\n", "#include <cstdint>\n#include <cstdlib>\n"),  # getenv (the dump)
     ("  extern __shared__ __align__(1024) uint8_t smem[];\n",
      "  extern __shared__ __align__(1024) uint8_t smem[];\n"
      "  const unsigned long long tl_entry_ns = timeline_ns();\n"

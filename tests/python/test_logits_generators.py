@@ -73,6 +73,32 @@ def test_a_moved_anchor_is_named():
         assert done.returncode != 0 and "anchor found 0 times" in done.stderr
 
 
+def test_timeline_pairs_finds_coresident_blocks_on_the_same_keys():
+    """A synthetic dump of the bf16 sweep shape's 264 blocks, block i on SM i mod 132, where
+    only the blocks sharing an SM with a share that starts at the same key (blocks 50-63
+    and 182-195 with share i each, timeline_pairs.py's partition) are 10% slower: the script
+    must put exactly those SMs in its first bin, and none there under --shares pair."""
+    slow = set(range(50, 64)) | set(range(182, 196))
+    lines = []
+    for launch in range(2):
+        for block in range(264):
+            cycles = 2750 if block in slow else 2500
+            lines.append(f"bf16 64 {block} {block % 132} 0.1 {160.0 + (8 if block in slow else 0)} "
+                         f"{cycles * 94} 94 {cycles * 100}")
+    with tempfile.TemporaryDirectory() as tmp:
+        dump = os.path.join(tmp, "blocks.txt")
+        with open(dump, "w") as f:
+            f.write("# synthetic\n" + "\n".join(lines) + "\n")
+        script = os.path.join(GENERATORS, "timeline_pairs.py")
+        done = run([sys.executable, script, dump])
+        assert done.returncode == 0, done.stderr
+        first_bin = [line for line in done.stdout.splitlines() if "[0, 1000)" in line]
+        assert len(first_bin) == 1 and ": 28 (over the launches)" in first_bin[0], done.stdout
+        assert "4:+" in done.stdout and "12:+" in done.stdout and "5:-" in done.stdout, done.stdout
+        paired = run([sys.executable, script, dump, "--shares", "pair"])
+        assert paired.returncode == 0 and "[0, 1000)" not in paired.stdout, paired.stdout
+
+
 def test_candidate_patches_apply():
     patches = sorted(glob.glob(os.path.join(GENERATORS, "candidates", "*.patch")))
     if run(["git", "-C", ROOT, "rev-parse", "--git-dir"]).returncode != 0:
