@@ -200,9 +200,8 @@ int main() {
     const size_t logits = static_cast<size_t>(shape.rows) * kContext;
     // $LOGITS_VARIANTS_OFFSET_KB: the logits start that many KB into their allocation (does
     // a kernel's speed depend on where its output rows lie?).
-    const size_t offset_floats = std::getenv("LOGITS_VARIANTS_OFFSET_KB") != nullptr
-                                     ? std::strtoul(std::getenv("LOGITS_VARIANTS_OFFSET_KB"), nullptr, 10) * 256
-                                     : 0;
+    const char* const offset_kb = std::getenv("LOGITS_VARIANTS_OFFSET_KB");
+    const size_t offset_floats = offset_kb != nullptr ? std::strtoul(offset_kb, nullptr, 10) * 256 : 0;
     float* logits_allocation = nullptr;
     CHECK(cudaMalloc(&logits_allocation, (logits + offset_floats) * 4));
     a.logits = logits_allocation + offset_floats;

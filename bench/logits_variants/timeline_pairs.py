@@ -68,15 +68,16 @@ def main():
     steps, starts = partition()
     total = sum(steps)
 
+    def group_at(step):
+        return max(g for g in range(len(starts)) if step >= starts[g])
+
     def first_key(share, blocks):
         s0 = total * share // blocks
-        g = max(g for g in range(len(starts)) if s0 >= starts[g])
-        return g, (s0 - starts[g]) * STEP_KEYS
+        return (s0 - starts[group_at(s0)]) * STEP_KEYS
 
     def inside_group(share, blocks):
-        g0, _ = first_key(share, blocks)
-        last = total * (share + 1) // blocks - 1
-        return g0 if max(g for g in range(len(starts)) if last >= starts[g]) == g0 else None
+        g0 = group_at(total * share // blocks)
+        return g0 if group_at(total * (share + 1) // blocks - 1) == g0 else None
 
     by_group = collections.defaultdict(list)
     by_distance = collections.defaultdict(list)
@@ -92,7 +93,7 @@ def main():
             if g is not None:
                 by_group[g].append(100 * (b["cycles_a_step"] / mean - 1))
         for resident in sms.values():
-            keys = [first_key(share_of(b["block"], blocks, per_sm, args.shares), blocks)[1] for b in resident]
+            keys = [first_key(share_of(b["block"], blocks, per_sm, args.shares), blocks) for b in resident]
             distance = min((abs(a - c) for i, a in enumerate(keys) for c in keys[i + 1:]), default=None)
             if distance is None:
                 continue
