@@ -211,12 +211,17 @@ struct PagedLogitsArgs {
   // A hint, never a promise: consecutive rows share a sequence in runs of about this many
   // (a prefill chunk's or a study's queries; 1 for decode, next_n for multi-token decode).
   // From 4 on, the tensor-core kernel scores four rows a block over one copy of their keys;
-  // the result is right whatever row_seq holds.
+  // the result is right whatever row_seq holds. 0: not known; the tensor-core launcher
+  // then reads row_seq on the device and picks as shared_row_run_of would, with no copy
+  // to the host (the plug-in ABI, which carries no hint).
   int shared_row_run = 1;
 };
 // The shared_row_run of a host copy of row_seq: 4 when at least half of the aligned groups
 // of four rows each lie in one sequence, else 1.
 int shared_row_run_of(const int32_t* host_row_seq, int rows);
+// The same, computed on the device from a device row_seq by the kernel a launch with the
+// hint 0 runs (tests compare the two); rows in [1, 65535].
+int shared_row_run_on_device(const int32_t* row_seq, int rows);
 
 // Host side: the (row_seq, row_valid) of a decode batch, next_n queries per sequence.
 struct LogitRows {
@@ -388,17 +393,20 @@ class KernelUnderTest {
   // before and after it (uploads and downloads excluded; a plug-in's work on other
   // streams counts as far as the legacy default stream orders it). 0 when not measured.
   virtual double last_device_ms() const { return 0.0; }
-  // The host time the same call held its caller (steady clock, from after the first event
-  // to the entry point's return). A call that returns once its work is queued spends it on
-  // the host's side of its launches, and with the device idle before the call (the timing
-  // synchronises first) the device's first kernel cannot start before that host work has
-  // queued it; a call that waits for the device includes the wait. 0 when not measured.
+  // The host time the call held its caller (steady clock, around the entry point; under
+  // warm timing, around an untimed call after the first). A call that returns once its work is queued
+  // spends it on the host's side of its launches; a call that waits for the device
+  // includes the wait. 0 when not measured.
   virtual double last_host_ms() const { return 0.0; }
-  // Steady-state timing (the studies): every entry point then runs once more, untimed, just
+  // Steady-state timing (the studies): every entry point then runs twice more, untimed, just
   // before the timed call and on the same device buffers. The entry points write their
   // outputs from their inputs alone, so the outputs are the same; the device has not idled
   // between the two calls, so last_device_ms is the call at speed and not after the clocks
-  // fell while the batch was uploaded. Off by default (verify times one call).
+  // fell while the batch was uploaded. The timed call's start event is queued behind a
+  // short kernel that holds the device while the host queues the call, so that the host's
+  // latency to the call's first launch is not device time (a call that waits for the
+  // device inside has its gaps after the wait counted). Off by default (verify times one
+  // call from an idle device).
   void set_warm_timing(bool warm) { warm_timing_ = warm; }
 
  protected:

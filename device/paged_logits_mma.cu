@@ -15,7 +15,7 @@
 //
 // Launch shape: one wave of blocks (blocks_for); a row group is kRowsPerBlock consecutive
 // rows (1, or 4 when PagedLogitsArgs::shared_row_run says rows come in runs of one
-// sequence); a block is one warpgroup (4 warps, 128 threads). A group's work is a pass per
+// sequence, or, with the hint unknown, when route_rows finds they do); a block is one warpgroup (4 warps, 128 threads). A group's work is a pass per
 // sequence among its rows (one pass when they share it), a pass's steps of 64 keys up to
 // its rows' longest valid length; the passes' steps of all groups, laid end to end, are cut
 // into equal contiguous shares, one a block, and so are the steps past them that only get
@@ -468,7 +468,9 @@ __device__ __forceinline__ void walk_share(const PagedLogitsArgs& args, int step
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     paged_logits_mma_kernel(const PagedLogitsArgs args, const __grid_constant__ CUtensorMap key_map, bool use_tma,
-                            const __grid_constant__ CUtensorMap query_map, bool use_query_tma) {
+                            const __grid_constant__ CUtensorMap query_map, bool use_query_tma, const int* route) {
+  // Routed launches (launch_format): the instance route_rows did not choose leaves at once.
+  if (route != nullptr && *route != T::kRows) return;
   extern __shared__ __align__(1024) uint8_t smem[];
   // Tiles from the first 1024-byte boundary (the slack is in kSmemBytes).
   const uint32_t smem_base = shared_address(smem);
@@ -497,8 +499,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   const int g = lane / 4, t = lane % 4;
 
   // 0. The work partition. Each group's passes' scored steps, laid end to end in group
-  //    order, are cut into gridDim.x equal contiguous shares, block b taking
-  //    [b S / B, (b + 1) S / B); the masked steps likewise. So every block gets the same
+  //    order, are cut into gridDim.x equal contiguous shares, share b being
+  //    [b S / B, (b + 1) S / B) (which block takes which: below); the masked steps likewise. So every block gets the same
   //    number of steps (+-1) however the rows' valid lengths differ, in one wave (the
   //    launcher's grid): a block pays its set-up once per group it enters (a share of ~100
   //    steps of a 128K-key sequence enters one or two; with short contexts and many rows a
@@ -519,7 +521,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     }
     block_scan_pair<T::kThreads>(scored, masked, scan_scratch, scored_total, masked_total);
   }
-  const int64_t blocks = gridDim.x, b = blockIdx.x;
+  // Block blockIdx.x takes share b: the blocks that share an SM take consecutive shares. A
+  // one-wave grid's blocks are placed round-robin over the SMs (block i on SM i mod SMs),
+  // so blocks i and i + SMs share one; with share i each, two such blocks can start at the
+  // same key of two groups' passes (rows spread evenly over [N/2, N) make blocks i and
+  // i + 132 of 264 do exactly that), copy the same key tiles at the same moments and stall
+  // together (docs/key-path-speed.md). Consecutive shares read different keys. Any
+  // bijection of shares to blocks gives the same bits (blocks_for); this one assumes
+  // gridDim.x = SMs x kBlocksPerSm and is a bijection whenever kBlocksPerSm divides
+  // gridDim.x (else the identity).
+  const int64_t blocks = gridDim.x, wave = blocks / T::kBlocksPerSm;
+  const int64_t b = blocks % T::kBlocksPerSm == 0 ? T::kBlocksPerSm * (blockIdx.x % wave) + blockIdx.x / wave : blockIdx.x;
   const int64_t scored_begin = scored_total * b / blocks, scored_end = scored_total * (b + 1) / blocks;
   const int64_t masked_begin = masked_total * b / blocks, masked_end = masked_total * (b + 1) / blocks;
   WorkShare scored, masked;  // the launcher keeps every count below 2^31 (launch_paged_logits_fast)
@@ -1052,8 +1064,9 @@ CUtensorMap tile_map(const uint8_t* base, uint64_t rows, int row_bytes, uint32_t
   return map;
 }
 
+// `route`: null, or the run route_rows wrote (the instance runs only if it is kRows).
 template <StorageFormat kKeyFormat, int kHeads, int kPiece, int kRows>
-void launch_instance(const PagedLogitsArgs& args) {
+void launch_instance(const PagedLogitsArgs& args, const int* route = nullptr) {
   using T = WgmmaTraits<kKeyFormat, kHeads, kPiece, kRows>;
   const auto kernel = paged_logits_mma_kernel<T>;
   const int blocks = blocks_for<T>(args, resident_blocks(kernel, T::kThreads, T::kSmemBytes, "paged_logits_mma_kernel"));
@@ -1067,13 +1080,36 @@ void launch_instance(const PagedLogitsArgs& args) {
   const bool use_query_tma = use_tma && reinterpret_cast<uintptr_t>(args.q_values) % 16 == 0;
   const CUtensorMap query_map =
       use_query_tma ? tile_map(args.q_values, static_cast<uint64_t>(args.rows) * kHeads, 128, T::kQueryRows) : CUtensorMap{};
-  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma, query_map, use_query_tma);
+  kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma, query_map, use_query_tma, route);
+}
+
+// shared_row_run_of on the device: *route = 4 when at least half of the aligned groups of
+// four rows lie in one sequence, else 1 (the same rule, so that a routed launch runs the
+// instance a host hint from row_seq would pick). One block; rows <= 65,535 (the launcher's
+// bound) make at most 16,383 groups.
+constexpr int kRouteThreads = 1024;
+__global__ void __launch_bounds__(kRouteThreads) route_rows(const int32_t* row_seq, int rows, int* route) {
+  __shared__ int shared_groups;
+  if (threadIdx.x == 0) shared_groups = 0;
+  __syncthreads();
+  const int groups = rows / 4;
+  int shared = 0;
+  for (int g = threadIdx.x; g < groups; g += kRouteThreads) {
+    const int4 seq = make_int4(row_seq[4 * g], row_seq[4 * g + 1], row_seq[4 * g + 2], row_seq[4 * g + 3]);
+    shared += seq.x == seq.y && seq.x == seq.z && seq.x == seq.w;
+  }
+  atomicAdd(&shared_groups, shared);
+  __syncthreads();
+  if (threadIdx.x == 0) *route = groups > 0 && 2 * shared_groups >= groups ? 4 : 1;
 }
 
 // Four rows a block when the caller expects runs of at least four rows of one sequence
 // (PagedLogitsArgs::shared_row_run), at 64 heads (fewer would pad the stacked query tile)
 // and with 16-byte copies; any rows are scored right either way (a block of rows of
-// several sequences takes a pass per sequence).
+// several sequences takes a pass per sequence). With the hint unknown (0) the choice is
+// made on the device, with no round trip to the host: route_rows writes the run into a
+// stream-ordered allocation and both instances are launched, the one not chosen leaving
+// at once (~2-3 us of device time, against ~15 us of a copy back and its wait).
 template <StorageFormat kKeyFormat, int kPiece>
 void launch_format(const PagedLogitsArgs& args) {
   switch (args.num_heads) {
@@ -1081,6 +1117,15 @@ void launch_format(const PagedLogitsArgs& args) {
     case 32: return launch_instance<kKeyFormat, 32, kPiece, 1>(args);
     case 64:
       if constexpr (kPiece == 16) {
+        if (args.shared_row_run == 0 && args.rows >= 4) {
+          int* route = nullptr;
+          check_cuda(cudaMallocAsync(&route, sizeof(int), 0), "paged_logits (fast): route");
+          route_rows<<<1, kRouteThreads>>>(args.row_seq, args.rows, route);
+          launch_instance<kKeyFormat, 64, kPiece, 4>(args, route);
+          launch_instance<kKeyFormat, 64, kPiece, 1>(args, route);
+          check_cuda(cudaFreeAsync(route, 0), "paged_logits (fast): route");
+          return;
+        }
         if (args.shared_row_run >= 4) return launch_instance<kKeyFormat, 64, kPiece, 4>(args);
       }
       return launch_instance<kKeyFormat, 64, kPiece, 1>(args);
@@ -1134,6 +1179,18 @@ void launch_paged_logits_fast(const PagedLogitsArgs& args) {
     wide ? launch_format<StorageFormat::kBf16, 16>(args) : launch_format<StorageFormat::kBf16, 4>(args);
   }
   check_cuda(cudaGetLastError(), "paged_logits_mma_kernel launch");
+}
+
+int shared_row_run_on_device(const int32_t* row_seq, int rows) {
+  if (rows < 1 || rows > 65535) throw_bad_input("shared_row_run_on_device: rows must be in [1, 65535]");
+  int* route = nullptr;
+  check_cuda(cudaMalloc(&route, sizeof(int)), "route");
+  route_rows<<<1, kRouteThreads>>>(row_seq, rows, route);
+  int run = 0;
+  const cudaError_t status = cudaMemcpy(&run, route, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaFree(route);
+  check_cuda(status, "route_rows");
+  return run;
 }
 
 int shared_row_run_of(const int32_t* host_row_seq, int rows) {

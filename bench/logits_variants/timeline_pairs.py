@@ -2,14 +2,15 @@
 """Reads the per-block lines a timeline probe appends to $DSAF_TIMELINE_DUMP (timeline_probe.py)
 and asks whether blocks that share an SM slow each other down by reading the same keys.
 
-    python3 bench/logits_variants/timeline_pairs.py DUMP [--format bf16] [--shares identity|pair]
+    python3 bench/logits_variants/timeline_pairs.py DUMP [--format bf16] [--shares pair|identity]
 
 The launches must be of logits_variants' "sweep" shapes (64 rows of one 128K-key sequence,
 valid lengths spread evenly over [N/2, N], four rows a block): the script rebuilds the
 kernel's work partition for that shape (groups of four rows, a pass to the group's longest
 valid length, the scored steps laid end to end and cut into equal shares) to know where each
-block's share starts. --shares says which block takes which share: `identity` (block i takes
-share i) or `pair` (the blocks of an SM take consecutive shares, candidates/pair-shares.patch).
+block's share starts. --shares says which block takes which share: `pair` (the blocks of an SM
+take consecutive shares: the kernel's mapping, device/paged_logits_mma.cu part 0) or `identity`
+(block i takes share i: the kernel before that mapping, for dumps of older versions).
 A block's SM comes from the dump. It prints, over every launch of the format in the dump:
   - per group, the mean cycles a scored step of the blocks wholly inside it, against the
     launch's mean;
@@ -60,7 +61,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dump")
     parser.add_argument("--format", default="bf16", choices=["bf16", "fp8"])
-    parser.add_argument("--shares", default="identity", choices=["identity", "pair"])
+    parser.add_argument("--shares", default="pair", choices=["pair", "identity"])
     args = parser.parse_args()
     launches = read_launches(args.dump, args.format)
     if not launches:

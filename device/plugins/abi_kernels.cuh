@@ -301,13 +301,8 @@ int abi_paged_logits(const dsaf_paged_logits_args_v1* a) {
     args.max_context = a->max_context;
     args.logits = a->logits;
     if constexpr (kFast) {
-      // The ABI carries no row grouping: read row_seq back (rows x 4 bytes) for the hint.
-      if (a->rows >= 4) {
-        std::vector<int32_t> host_row_seq(static_cast<size_t>(a->rows));
-        check_cuda(cudaMemcpy(host_row_seq.data(), a->row_seq, host_row_seq.size() * 4, cudaMemcpyDeviceToHost),
-                   "paged logits: row_seq");
-        args.shared_row_run = shared_row_run_of(host_row_seq.data(), a->rows);
-      }
+      // The ABI carries no row grouping: the launcher reads row_seq on the device.
+      args.shared_row_run = 0;
       launch_paged_logits_fast(args);
     } else {
       launch_paged_logits(args);

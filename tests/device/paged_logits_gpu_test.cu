@@ -67,6 +67,7 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
   int64_t rows_checked = 0, scores_checked = 0, masked_checked = 0, nan_scores = 0;
   const bool fast = fast_kernel_takes(recipe);
   int64_t fast_checked = 0, fast_equal = 0, four_row_checked = 0, four_row_equal = 0, unaligned_checked = 0, unaligned_equal = 0;
+  int64_t routed_checked = 0, routed_equal = 0;
   double worst_fraction = 0.0;
   for (int batch_index = 0; rows_checked < 1300; ++batch_index) {
     const int page_size = page_sizes[batch_index % 9];
@@ -211,21 +212,31 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
       }
       (row_run == 1 ? one_row_logits : four_row_logits) = fast_logits;
     }
-    // Four rows a block again, from query values 4 bytes past a 16-byte boundary (a copy one
-    // word into a cudaMalloc'd buffer): the block's threads load the query tile instead of
-    // the TMA box (fp8), with 4-byte words (bf16); the same bits as the aligned launch.
+    // Launches `b` fast from poisoned logits and counts its logits bit-equal to the four-row
+    // launch's (a logit left unwritten stays a NaN and counts as differing).
+    const auto count_equal_to_four_rows = [&](const dev::PagedLogitsArgs& b, int64_t& equal, int64_t& checked) {
+      poison_logits();
+      dev::launch_paged_logits_fast(b);
+      const std::vector<float> got = d_logits.download();
+      for (size_t i = 0; i < got.size(); ++i) equal += bits_of(got[i]) == bits_of(four_row_logits[i]);
+      checked += static_cast<int64_t>(got.size());
+    };
     if (!four_row_logits.empty()) {
-      std::vector<uint8_t> shifted(4, 0x5A);
-      shifted.insert(shifted.end(), q_values.begin(), q_values.end());
+      // Four rows a block again, from query values 4 bytes past a 16-byte boundary (a copy
+      // one word into a cudaMalloc'd buffer): the block's threads load the query tile
+      // instead of the TMA box (fp8), with 4-byte words (bf16); the same bits.
+      std::vector<uint8_t> shifted(4 + q_values.size(), 0x5A);
+      std::copy(q_values.begin(), q_values.end(), shifted.begin() + 4);
       const DeviceBuffer<uint8_t> d_shifted(shifted);
       dev::PagedLogitsArgs unaligned = a;
       unaligned.q_values = d_shifted.get() + 4;
       unaligned.shared_row_run = 4;
-      poison_logits();
-      dev::launch_paged_logits_fast(unaligned);
-      const std::vector<float> got = d_logits.download();
-      for (size_t i = 0; i < got.size(); ++i) unaligned_equal += bits_of(got[i]) == bits_of(four_row_logits[i]);
-      unaligned_checked += static_cast<int64_t>(got.size());
+      count_equal_to_four_rows(unaligned, unaligned_equal, unaligned_checked);
+      // The hint unknown (the plug-in ABI's case): the launcher picks on the device and
+      // launches both instances, one of which leaves at once; the same bits.
+      dev::PagedLogitsArgs routed = a;
+      routed.shared_row_run = 0;
+      count_equal_to_four_rows(routed, routed_equal, routed_checked);
     }
 
     for (int r = 0; r < rows; ++r) {
@@ -257,15 +268,18 @@ TEST_P(PagedLogitsGpu, ExactOrderKernelEqualsReferenceBitForBit) {
   EXPECT_EQ(four_row_equal, four_row_checked) << recipe.name << ": four rows a block differ from one row a block";
   if (fast) EXPECT_GT(unaligned_checked, 0) << recipe.name << ": unaligned query values were never checked";
   EXPECT_EQ(unaligned_equal, unaligned_checked) << recipe.name << ": unaligned query values change four rows a block's logits";
+  if (fast) EXPECT_GT(routed_checked, 0) << recipe.name << ": a launch routed on the device was never checked";
+  EXPECT_EQ(routed_equal, routed_checked) << recipe.name << ": the routed launch's logits differ from the hinted one's";
   if (fast_checked > 0) {
     std::printf("[ %s ] fast (%s tensor-core) paged logits: %lld scores within the derived bound; largest error "
                 "%.3g of its bound, %lld scores bit-equal to the exact-order kernel\n",
                 recipe.name.c_str(), recipe.key_quant.format == ref::StorageFormat::kFp8E4m3fn ? "fp8" : "bf16",
                 static_cast<long long>(fast_checked), worst_fraction, static_cast<long long>(fast_equal));
     std::printf("[ %s ] four rows a block: %lld scores within the bound, %lld bit-equal to one row a block; "
-                "%lld of %lld logits from unaligned query values bit-equal\n",
+                "%lld of %lld logits from unaligned query values bit-equal; %lld of %lld routed on the device\n",
                 recipe.name.c_str(), static_cast<long long>(four_row_checked), static_cast<long long>(four_row_equal),
-                static_cast<long long>(unaligned_equal), static_cast<long long>(unaligned_checked));
+                static_cast<long long>(unaligned_equal), static_cast<long long>(unaligned_checked),
+                static_cast<long long>(routed_equal), static_cast<long long>(routed_checked));
   }
   std::printf("[ %s ] paged logits: %lld query rows, %lld scores bit-equal, %lld masked keys -inf, %lld NaN scores\n",
               recipe.name.c_str(), static_cast<long long>(rows_checked), static_cast<long long>(scores_checked),
@@ -468,6 +482,34 @@ TEST(PagedLogitsFast, TheRowRunHintComesFromAlignedGroupsOfOneSequence) {
   EXPECT_EQ(hint({0, 0, 0}), 1);                    // no whole group
   const dev::LogitRows decode = dev::decode_rows(std::vector<int32_t>(32, 1000), 1);
   EXPECT_EQ(hint(decode.seq), 1);
+}
+
+// The device's choice for a launch without a hint (route_rows) is the host rule's, on
+// random row layouts of 1 to 65,535 rows: runs of one sequence of 1..L rows (decode-like),
+// of 4L rows broken by single rows (prefill chunks out of step with the groups), or of
+// 4..L + 3 rows; about half of them pick four rows a block, some within a group of the
+// rule's threshold.
+TEST(PagedLogitsFast, TheDeviceRoutesRowsAsTheHostHintWould) {
+  DSAF_REQUIRE_GPU();
+  std::mt19937 rng(20261206);
+  int fours = 0, ones = 0;
+  for (int c = 0; c < 200; ++c) {
+    const int rows = c == 0 ? 65535 : c == 1 ? 1 : 1 + static_cast<int>(rng() % (c % 10 == 0 ? 65535 : 300));
+    const int longest = 1 + static_cast<int>(rng() % 8);
+    std::vector<int32_t> seq;
+    for (int32_t s = 0; static_cast<int>(seq.size()) < rows; ++s) {
+      const int run = c % 3 == 0   ? 1 + static_cast<int>(rng() % longest)
+                      : c % 3 == 1 ? (rng() % 4 != 0 ? 4 * longest : 1)
+                                   : 4 + static_cast<int>(rng() % longest);
+      for (int i = 0; i < run && static_cast<int>(seq.size()) < rows; ++i) seq.push_back(s);
+    }
+    const DeviceBuffer<int32_t> d_seq(seq);
+    const int host = dev::shared_row_run_of(seq.data(), rows);
+    ASSERT_EQ(dev::shared_row_run_on_device(d_seq.get(), rows), host) << "case " << c << ", " << rows << " rows";
+    (host == 4 ? fours : ones) += 1;
+  }
+  EXPECT_GT(fours, 20);
+  EXPECT_GT(ones, 20);
 }
 
 // The tensor-core kernel takes only what its operand types hold exactly; everything else is

@@ -76,8 +76,9 @@ def test_a_moved_anchor_is_named():
 def test_timeline_pairs_finds_coresident_blocks_on_the_same_keys():
     """A synthetic dump of the bf16 sweep shape's 264 blocks, block i on SM i mod 132, where
     only the blocks sharing an SM with a share that starts at the same key (blocks 50-63
-    and 182-195 with share i each, timeline_pairs.py's partition) are 10% slower: the script
-    must put exactly those SMs in its first bin, and none there under --shares pair."""
+    and 182-195 with share i each, timeline_pairs.py's partition) are 10% slower: under
+    --shares identity the script must put exactly those SMs in its first bin, and none
+    there under the kernel's mapping (the default, --shares pair)."""
     slow = set(range(50, 64)) | set(range(182, 196))
     lines = []
     for launch in range(2):
@@ -90,12 +91,12 @@ def test_timeline_pairs_finds_coresident_blocks_on_the_same_keys():
         with open(dump, "w") as f:
             f.write("# synthetic\n" + "\n".join(lines) + "\n")
         script = os.path.join(GENERATORS, "timeline_pairs.py")
-        done = run([sys.executable, script, dump])
+        done = run([sys.executable, script, dump, "--shares", "identity"])
         assert done.returncode == 0, done.stderr
         first_bin = [line for line in done.stdout.splitlines() if "[0, 1000)" in line]
         assert len(first_bin) == 1 and ": 28 (over the launches)" in first_bin[0], done.stdout
         assert "4:+" in done.stdout and "12:+" in done.stdout and "5:-" in done.stdout, done.stdout
-        paired = run([sys.executable, script, dump, "--shares", "pair"])
+        paired = run([sys.executable, script, dump])
         assert paired.returncode == 0 and "[0, 1000)" not in paired.stdout, paired.stdout
 
 
