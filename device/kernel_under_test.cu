@@ -159,7 +159,7 @@ __global__ void hold_device(uint64_t ns) {
 
 // Device time of one entry point's call: events on stream 0 around it (api.h
 // KernelUnderTest::last_device_ms), with nothing enqueued before it in between: the device
-// is synchronised first. Warm timing (the studies) runs the call once untimed, then queues
+// is synchronised first. Warm timing (the studies) runs the call twice untimed, then queues
 // the start event behind a kernel that holds the device for kHoldNs, so that by the time
 // the event runs the host has queued the call's launches and the device runs them back to
 // back, as in a stream that a caller keeps fed: the time is the call's device work, not
