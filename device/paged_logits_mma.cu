@@ -15,25 +15,27 @@
 //
 // Launch shape: one wave of blocks (blocks_for); a row group is kRowsPerBlock consecutive
 // rows (1, or 4 when PagedLogitsArgs::shared_row_run says rows come in runs of one
-// sequence, or, with the hint unknown, when route_rows finds they do); a block is one warpgroup (4 warps, 128 threads). A group's work is a pass per
-// sequence among its rows (one pass when they share it), a pass's steps of 64 keys up to
-// its rows' longest valid length; the passes' steps of all groups, laid end to end, are cut
-// into equal contiguous shares, one a block, and so are the steps past them that only get
-// -inf (the work partition, kernel part 0), so rows of unequal valid lengths (a prefill
-// chunk's causal rows, a study's queries spread over [N/2, N), a decode batch's contexts)
-// keep every block equally busy. A block walks its keys in steps of 64 (wgmma's M): step i
-// lives in ring slot i % kStages, kStages - 1 steps are in flight (cp.async, every thread
-// copying its share; or, fp8 four rows a block, one TMA box and bulk copy a step from
-// thread 0, and a group's e4m3 query tile one TMA box: WgmmaTraits::kTma) while the tensor
-// core works on one. Per step and warp the loop issues a handful of copies, one barrier, 4
-// (fp8) or 8 (bf16) wgmma and the epilogue; bf16 four rows a block split the step into two
-// halves of two rows, each half's epilogue under the other's wgmma
+// sequence, or, with the hint unknown, when route_rows finds they do); a block is one
+// warpgroup (4 warps, 128 threads). A group's work is a pass per sequence among its rows
+// (one pass when they share it), a pass's steps of 64 keys up to its rows' longest valid
+// length; the passes' steps of all groups, laid end to end, are cut into equal contiguous
+// shares, one a block, and so are the steps past them that only get -inf (the work
+// partition, kernel part 0), so rows of unequal valid lengths (a prefill chunk's causal
+// rows, a study's queries spread over [N/2, N), a decode batch's contexts) keep every
+// block equally busy. A block walks its keys in steps of 64 (wgmma's M): step i lives in
+// ring slot i % kStages, kStages - 1 steps are in flight (cp.async, every thread copying
+// its share; or, fp8 four rows a block, one TMA box and bulk copy a step from thread 0,
+// and a group's e4m3 query tile one TMA box: WgmmaTraits::kTma) while the tensor core
+// works on one. Per step and warp the loop issues a handful of copies, one barrier, 4
+// (fp8) or 8 (bf16) wgmma and the epilogue; bf16 four rows a block split the step into
+// two halves of two rows, each half's epilogue under the other's wgmma
 // (WgmmaTraits::kSplitStep; all wgmma of the split halves: 2 x 8 at N = 128). Decode is
 // memory-bound and runs near the copy bandwidth (docs/key-path-speed.md); wgmma reads the
-// query's operand from shared memory itself, where an mma.sync kernel was held back by the
-// tensor pipe and the shared-memory reloads of the query's fragments. Rows of one sequence
-// (64 queries x 128K keys) are arithmetic-bound: 2 x 64 heads x 128 flops per row and key
-// against 132 bytes a key read once; one row a block reads the cache once a row.
+// query's operand from shared memory itself, where an mma.sync kernel was held back by
+// the tensor pipe and the shared-memory reloads of the query's fragments. Rows of one
+// sequence (64 queries x 128K keys) are arithmetic-bound: 2 x 64 heads x 128 flops per
+// row and key against 132 bytes a key read once; one row a block reads the cache once a
+// row.
 //
 // Shared-memory operands (PTX ISA, "Shared Memory Matrix Layout", 128-byte swizzling,
 // K-major, which e4m3 wgmma requires for both operands): row r of a 64-row tile (a key of
@@ -502,14 +504,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
 
   // 0. The work partition. Each group's passes' scored steps, laid end to end in group
   //    order, are cut into gridDim.x equal contiguous shares, share b being
-  //    [b S / B, (b + 1) S / B) (which block takes which: below); the masked steps likewise. So every block gets the same
-  //    number of steps (+-1) however the rows' valid lengths differ, in one wave (the
-  //    launcher's grid): a block pays its set-up once per group it enters (a share of ~100
-  //    steps of a 128K-key sequence enters one or two; with short contexts and many rows a
-  //    share spans many groups, each entered once). The scans read every group's rows:
-  //    O(groups) work a block, small beside its steps unless contexts are short.
-  //    Every block finds its starts from the rows' valid lengths (two scans over the groups,
-  //    kThreads groups a round; the ring, not yet in use, holds the scan's scratch).
+  //    [b S / B, (b + 1) S / B) (which block takes which: below); the masked steps
+  //    likewise. So every block gets the same number of steps (+-1) however the rows'
+  //    valid lengths differ, in one wave (the launcher's grid): a block pays its set-up
+  //    once per group it enters (a share of ~100 steps of a 128K-key sequence enters one
+  //    or two; with short contexts and many rows a share spans many groups, each entered
+  //    once). The scans read every group's rows: O(groups) work a block, small beside its
+  //    steps unless contexts are short. Every block finds its starts from the rows' valid
+  //    lengths (two scans over the groups, kThreads groups a round; the ring, not yet in
+  //    use, holds the scan's scratch).
   const int groups = (args.rows + T::kRows - 1) / T::kRows;
   int64_t* const scan_scratch = reinterpret_cast<int64_t*>(query_tile + T::kQueryTileBytes);
   int64_t scored_total = 0, masked_total = 0;
@@ -533,7 +536,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   // gridDim.x = SMs x kBlocksPerSm and is a bijection whenever kBlocksPerSm divides
   // gridDim.x (else the identity).
   const int64_t blocks = gridDim.x, wave = blocks / T::kBlocksPerSm;
-  const int64_t b = blocks % T::kBlocksPerSm == 0 ? T::kBlocksPerSm * (blockIdx.x % wave) + blockIdx.x / wave : blockIdx.x;
+  const int64_t b =
+      blocks % T::kBlocksPerSm == 0 ? T::kBlocksPerSm * (blockIdx.x % wave) + blockIdx.x / wave : blockIdx.x;
   const int64_t scored_begin = scored_total * b / blocks, scored_end = scored_total * (b + 1) / blocks;
   const int64_t masked_begin = masked_total * b / blocks, masked_end = masked_total * (b + 1) / blocks;
   WorkShare scored, masked;  // the launcher keeps every count below 2^31 (launch_paged_logits_fast)
