@@ -219,8 +219,8 @@ struct PagedLogitsArgs {
 // The shared_row_run of a host copy of row_seq: 4 when at least half of the aligned groups
 // of four rows each lie in one sequence, else 1.
 int shared_row_run_of(const int32_t* host_row_seq, int rows);
-// The same, computed on the device from a device row_seq by the kernel a launch with the
-// hint 0 runs (tests compare the two); rows in [1, 65535].
+// The same, computed on the device from a device row_seq by the kernel and into the word
+// a launch with the hint 0 uses (tests compare the two); rows in [1, 65535].
 int shared_row_run_on_device(const int32_t* row_seq, int rows);
 
 // Host side: the (row_seq, row_valid) of a decode batch, next_n queries per sequence.

@@ -1202,13 +1202,11 @@ void launch_paged_logits_fast(const PagedLogitsArgs& args) {
 
 int shared_row_run_on_device(const int32_t* row_seq, int rows) {
   if (rows < 1 || rows > 65535) throw_bad_input("shared_row_run_on_device: rows must be in [1, 65535]");
-  int* route = nullptr;
-  check_cuda(cudaMalloc(&route, sizeof(int)), "route");
+  int* const route = route_word();  // the word a routed launch reads
   route_rows<<<1, kRouteThreads>>>(row_seq, rows, route);
+  check_cuda(cudaGetLastError(), "route_rows launch");
   int run = 0;
-  const cudaError_t status = cudaMemcpy(&run, route, sizeof(int), cudaMemcpyDeviceToHost);
-  cudaFree(route);
-  check_cuda(status, "route_rows");
+  check_cuda(cudaMemcpy(&run, route, sizeof(int), cudaMemcpyDeviceToHost), "route_rows");
   return run;
 }
 

@@ -19,8 +19,9 @@
 // (bf16 queries; "bf16-q8": e4m3 queries the kernel widens, the sglang-v4-bf16 recipe).
 // For the one-sequence shapes the last version is also timed the way the ABI entry point
 // calls it (no row-run hint: the launcher routes on the device, both instances launched)
-// and as a lone launch after 200 ms of an idle device. $LOGITS_VARIANTS_ONLY=PREFIX runs only the shapes whose name starts with PREFIX;
-// $LOGITS_VARIANTS_OFFSET_KB=K moves the logits K KB into their allocation.
+// and as a lone launch after 200 ms of an idle device. $LOGITS_VARIANTS_ONLY=PREFIX runs
+// only the shapes whose name starts with PREFIX; $LOGITS_VARIANTS_OFFSET_KB=K moves the
+// logits K KB into their allocation.
 #include <cuda_runtime.h>
 
 #include <algorithm>
