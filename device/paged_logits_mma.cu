@@ -16,20 +16,23 @@
 // Launch shape: one wave of blocks (blocks_for); a row group is kRowsPerBlock consecutive
 // rows (1, or 4 when PagedLogitsArgs::shared_row_run says rows come in runs of one
 // sequence, or, with the hint unknown, when route_rows finds they do); a block is one
-// warpgroup (4 warps, 128 threads). A group's work is a pass per sequence among its rows
+// warpgroup (4 warps, 128 threads), or, bf16 four rows a block on the TMA path, two
+// warpgroups that share the group's query tile and take its steps in turn, one block an
+// SM (score_segment_turns). A group's work is a pass per sequence among its rows
 // (one pass when they share it), a pass's steps of 64 keys up to its rows' longest valid
 // length; the passes' steps of all groups, laid end to end, are cut into equal contiguous
 // shares, one a block, and so are the steps past them that only get -inf (the work
 // partition, kernel part 0), so rows of unequal valid lengths (a prefill chunk's causal
 // rows, a study's queries spread over [N/2, N), a decode batch's contexts) keep every
 // block equally busy. A block walks its keys in steps of 64 (wgmma's M): step i lives in
-// ring slot i % kStages, kStages - 1 steps are in flight (cp.async, every thread copying
-// its share; or, fp8 four rows a block, one TMA box and bulk copy a step from thread 0,
-// and a group's e4m3 query tile one TMA box: WgmmaTraits::kTma) while the tensor core
-// works on one. Per step and warp the loop issues a handful of copies, one barrier, 4
+// ring slot i % kStages (a warpgroup's own slots when several take turns), kStages - 1
+// steps are in flight (cp.async, every thread copying its share; or, four rows a block,
+// one TMA box a 128-byte column block and, fp8, one bulk copy of the scales a step from
+// one thread, and an fp8 group's e4m3 query tile one TMA box: WgmmaTraits::kTma) while the
+// tensor core works on one. Per step and warp the loop issues a handful of copies, one barrier, 4
 // (fp8) or 8 (bf16) wgmma and the epilogue; bf16 four rows a block split the step into
-// two halves of two rows, each half's epilogue under the other's wgmma
-// (WgmmaTraits::kSplitStep; all wgmma of the split halves: 2 x 8 at N = 128). Decode is
+// two halves of two rows, each half's epilogue under the other's wgmma, where they run as
+// one warpgroup a block (WgmmaTraits::kSplitStep; 2 x 8 wgmma at N = 128). Decode is
 // memory-bound and runs near the copy bandwidth (docs/key-path-speed.md); wgmma reads the
 // query's operand from shared memory itself, where an mma.sync kernel was held back by
 // the tensor pipe and the shared-memory reloads of the query's fragments. Rows of one
@@ -121,7 +124,7 @@ constexpr int kStepKeys = 64;
 // chunk, a study's queries): the block copies each key tile once and multiplies it by the
 // four rows' stacked query tiles in one m64n256 instruction, so a sequence's keys cross L2
 // once per four rows instead of once per row, and the tensor core runs its widest N.
-template <StorageFormat kKeyFormat, int kHeadCount, int kPiece, int kRowsPerBlock>
+template <StorageFormat kKeyFormat, int kHeadCount, int kPiece, int kRowsPerBlock, int kWarpgroupCount = 1>
 struct WgmmaTraits {
   static constexpr bool kFp8 = kKeyFormat == StorageFormat::kFp8E4m3fn;
   static constexpr int kHeads = kHeadCount;
@@ -134,7 +137,15 @@ struct WgmmaTraits {
   static constexpr int kKeysPerStep = kStepKeys;       // wgmma M
   static constexpr int kQueryRows = 64 * kRows;        // wgmma N: 64 head rows a query row
   static constexpr int kAccumulators = kQueryRows / 2;  // 64 keys x N over 128 threads
-  static constexpr int kThreads = 128;                 // one warpgroup
+  // Warpgroups a block (kWarpgroupCount): 1, or 2 for bf16 four rows on the TMA path, which
+  // share the group's query tile and take the segment's steps in turn (score_segment_turns),
+  // one block an SM: 2 x 128 threads at up to 255 registers (the weights in registers, as at
+  // two one-warpgroup blocks), and one 64 KB query tile an SM instead of two, which leaves
+  // room for a TMA ring. (fp8 four rows stay three one-warpgroup blocks an SM: as three
+  // warpgroups in turn in one block they were 12-14% slower, docs/key-path-speed.md.)
+  static constexpr int kWarpgroups = kWarpgroupCount;
+  static constexpr int kWarpgroupThreads = 128;
+  static constexpr int kThreads = kWarpgroupThreads * kWarpgroups;
   static constexpr int kTileBytes = 64 * kRowBytes;    // a step of keys
   static constexpr int kQueryTileBytes = kQueryRows * kRowBytes;
   static constexpr int kSlices = kRowBytes / 32;       // wgmma per step: k32 e4m3 | k16 bf16
@@ -145,36 +156,43 @@ struct WgmmaTraits {
   // blocks an SM (65,536 / (3 x 128) = 170 a thread); bf16 keeps them in registers (64 a
   // thread), two blocks an SM, as its two blocks' tiles (2 x 100 KB) fill the shared memory.
   static constexpr int kStages = kFp8 ? 4 : 3;
-  static constexpr int kBlocksPerSm = kRows > 1 ? (kFp8 ? 3 : 2) : kFp8 ? 5 : 3;
-  static constexpr int kMinStepsPerBlock = 4;  // blocks_for
+  static constexpr int kBlocksPerSm = kWarpgroups > 1 ? 1 : kRows > 1 ? (kFp8 ? 3 : 2) : kFp8 ? 5 : 3;
+  static constexpr int kMinStepsPerBlock = 4 * kWarpgroups;  // blocks_for
+  // Ring slots: kStages a warpgroup (warpgroup w's local slot s is slot w x kStages + s).
+  static constexpr int kSlots = kWarpgroups * kStages;
   // Dynamic shared memory: 1 KB of slack to align the tiles to 1024 bytes (swizzle atoms),
   // the query tile, the ring, the ring's key scales, the head weights, 64 a row (fp8, four
   // rows a block).
-  static constexpr int kScaleRingBytes = kStages * kKeysPerStep * kScaleBytes;
+  static constexpr int kScaleRingBytes = kSlots * kKeysPerStep * kScaleBytes;
   static constexpr bool kWeightsInSmem = kFp8 && kRows > 1;
   static constexpr int kWeightBytes = kWeightsInSmem ? kRows * 64 * 4 : 0;
-  // fp8, four rows a block, pages of at least a step (the launcher decides per launch): the
-  // tensor memory accelerator copies each step's key tile (a 64 x 128-byte box, swizzled as
-  // the wgmma layout above) and a bulk copy its 256 bytes of scales, issued by thread 0 and
-  // awaited on the slot's mbarrier; no thread computes a copy address. Else every thread's
-  // cp.async. (bf16 four rows a block fills 228 KB with two blocks: no room for barriers.)
-  static constexpr bool kTma = kFp8 && kRows > 1;
+  // Four rows a block, pages of at least a step (the launcher decides per launch), fp8, or
+  // bf16 as warpgroups in turn: the tensor memory accelerator copies each step's key tile (a 64 x
+  // 128-byte box a column block, swizzled as the wgmma layout above) and, fp8, a bulk copy
+  // its 256 bytes of scales, issued by one thread and awaited on the slot's mbarrier; no
+  // thread computes a copy address. Else every thread's cp.async. (bf16 four rows as one
+  // warpgroup a block fills 228 KB with two blocks: no room for barriers.) The query tile
+  // by one box: e4m3 rows only (kQueryTma); bf16 caches' queries are widened or copied by
+  // the threads.
+  static constexpr bool kTma = kRows > 1 && (kFp8 || kWarpgroups > 1);
+  static constexpr bool kQueryTma = kTma && kFp8;  // one box of e4m3 rows (fp8 caches)
   // The slots' barriers and the query tile's (the TMA copies the group's query rows too).
-  static constexpr int kBarrierBytes = kTma ? 8 * (kStages + 1) : 0;
+  static constexpr int kBarrierBytes = kTma ? 8 * (kSlots + 1) : 0;
   // bf16 four rows a block split a step into two halves of N = 128 (rows 0-1, rows 2-3),
   // each with its own accumulators (the same 128 a thread): one half's epilogue runs while
   // the tensor core works on the other half (score_segment_split). Its two blocks an SM
   // leave the tensor core idle while both are in their epilogues; fp8's three blocks an SM
   // overlap one block's epilogue with the others' tensor work already, and there the split's
   // extra wait and barrier cost more than they hide (docs/key-path-speed.md).
-  static constexpr bool kSplitStep = !kFp8 && kRows > 1;
+  static constexpr bool kSplitStep = !kFp8 && kRows > 1 && kWarpgroups == 1;
   static constexpr int kSmemBytes =
-      1024 + kQueryTileBytes + kStages * kTileBytes + kScaleRingBytes + kWeightBytes + kBarrierBytes;
+      1024 + kQueryTileBytes + kSlots * kTileBytes + kScaleRingBytes + kWeightBytes + kBarrierBytes;
 
   static_assert(kHeads == 16 || kHeads == 32 || kHeads == 64, "at most 64 heads: one 64-row query tile a row");
   static_assert(kRows == 1 || kRows == 4, "wgmma N = 64 or 256");
   static_assert(kPieceBytes == 16 || kPieceBytes == 4, "cp.async pieces of 16 or 4 bytes");
-  static_assert(kThreads % kChunksPerRow == 0 && (kThreads / kChunksPerRow) % 8 == 0,
+  static_assert(kWarpgroups == 1 || (!kFp8 && kTma && kWarpgroups == 2), "warpgroups in turn: bf16 four rows, TMA copies");
+  static_assert(kWarpgroupThreads % kChunksPerRow == 0 && (kWarpgroupThreads / kChunksPerRow) % 8 == 0,
                 "a thread's rows of a step share their row mod 8, so its swizzled chunk is fixed");
   static_assert(kBlocksPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kBlocksPerSm blocks fit an SM (228 KB, 1 KB reserved per block)");
 };
@@ -294,6 +312,14 @@ __device__ __forceinline__ void pin_accumulators(float (&d)[kCount]) {
 // Makes this thread's shared-memory writes (st.shared, cp.async: the generic proxy) visible
 // to the tensor core's reads (the async proxy); a barrier then publishes them to the warpgroup.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Named barrier `id` (1-15; __syncthreads is 0) of `threads` threads: sync waits for them
+// all, arrive counts this thread's warp without waiting.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // The TMA path's primitives beside device/primitives/mbarrier.cuh's (PTX ISA: mbarrier,
 // cp.async.bulk, cp.async.bulk.tensor). A slot's mbarrier counts one arrival (thread 0's
@@ -482,16 +508,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   uint8_t* const query_tile = smem + pad;
   const uint32_t query_address = smem_base + pad;
   const uint32_t ring = query_address + T::kQueryTileBytes;  // [slot][64-key tile]
-  const uint32_t scale_ring = ring + T::kStages * T::kTileBytes;  // [slot][key] fp32
-  const float* const scales = reinterpret_cast<const float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes);
+  const uint32_t scale_ring = ring + T::kSlots * T::kTileBytes;  // [slot][key] fp32
+  const float* const scales = reinterpret_cast<const float*>(query_tile + T::kQueryTileBytes + T::kSlots * T::kTileBytes);
   // The TMA path's slot barriers, after the weights (8-byte aligned: every region before
   // them is a multiple of 8 bytes).
-  uint64_t* const slot_barriers = reinterpret_cast<uint64_t*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes +
+  // Slot w x kStages + s is warpgroup w's local slot s; the last barrier is the query tile's.
+  uint64_t* const slot_barriers = reinterpret_cast<uint64_t*>(query_tile + T::kQueryTileBytes + T::kSlots * T::kTileBytes +
                                                              T::kScaleRingBytes + T::kWeightBytes);
-  uint32_t barrier_phases = 0;  // bit s: the parity of slot s's next phase (bit kStages: the query tile's)
+  uint64_t* const query_barrier = slot_barriers + T::kSlots;
+  // Bit s: the parity of the next phase of this thread's warpgroup's local slot s; bit
+  // kStages: the query tile's.
+  uint32_t barrier_phases = 0;
   if constexpr (T::kTma) {
-    if (use_tma && threadIdx.x == 0) {
-      for (int s = 0; s <= T::kStages; ++s) barrier_init(slot_barriers + s, 1);
+    if ((use_tma || T::kWarpgroups > 1) && threadIdx.x == 0) {
+      for (int s = 0; s <= T::kSlots; ++s) barrier_init(slot_barriers + s, 1);
       fence_mbarrier_init();
       fence_proxy_async();  // the initialised barriers, for the copy engine
     }
@@ -499,7 +529,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   }
   const int max_context = static_cast<int>(args.max_context);
   const int steps_per_row = (max_context + T::kKeysPerStep - 1) / T::kKeysPerStep;
-  const int thread = threadIdx.x, lane = thread % 32, warp = thread / 32;
+  // `warp` counts within the warpgroup (the accumulator fragment's w).
+  const int thread = threadIdx.x, lane = thread % 32;
+  const int warpgroup = T::kWarpgroups > 1 ? thread / T::kWarpgroupThreads : 0;
+  const int warpgroup_thread = T::kWarpgroups > 1 ? thread % T::kWarpgroupThreads : thread;
+  const int warp = warpgroup_thread / 32;
   const int g = lane / 4, t = lane % 4;
 
   // 0. The work partition. Each group's passes' scored steps, laid end to end in group
@@ -584,23 +618,22 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   //    Loaded when the block enters the group, after every read of the previous group's.
   const int q_head_bytes = args.q_format == StorageFormat::kFp8E4m3fn ? 128 : 256;  // e4m3 or bf16 values
   constexpr int kQueryChunks = T::kQueryRows * T::kChunksPerRow;
-  static_assert(kQueryChunks % T::kThreads == 0, "whole rounds");
   // The head weights: in registers, row rr's heads 8n + 2t + c (the columns of this lane's
   // accumulators); or in shared memory, [row][m][t][4] for heads 8n + 2t + c, n = 2m + n % 2
   // (heads past kHeads zero): a lane reads four at a time, the quad's four lanes 64
   // consecutive bytes (no bank conflict).
   float w_reg[T::kWeightsInSmem ? 1 : T::kRows][T::kWeightsInSmem ? 1 : T::kHeadTiles][2];
-  float* const w_smem = reinterpret_cast<float*>(query_tile + T::kQueryTileBytes + T::kStages * T::kTileBytes +
+  float* const w_smem = reinterpret_cast<float*>(query_tile + T::kQueryTileBytes + T::kSlots * T::kTileBytes +
                                                  T::kScaleRingBytes);
   const auto load_group_inputs = [&]() {
     bool query_by_tma = false;
-    if constexpr (T::kTma) {
+    if constexpr (T::kQueryTma) {
       // The group's kRows x 64 head rows of 128 bytes are contiguous in q_values: one box
       // of 256 rows, 128-byte swizzled as the tile's layout; rows past the batch are zero
       // (out of the map's bounds).
       if (use_query_tma) {
         if (thread == 0) {
-          const uint32_t bar = shared_address(slot_barriers + T::kStages);
+          const uint32_t bar = shared_address(query_barrier);
           mbarrier_expect_bytes(bar, T::kQueryTileBytes);
           tma_load_box(query_address, &query_map, 0, group.first * T::kHeads, bar);
         }
@@ -608,6 +641,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
       }
     }
     if (!query_by_tma) {
+      static_assert(kQueryChunks % T::kThreads == 0, "whole rounds");
       // Round r of a thread: tile row i / kChunksPerRow, chunk i % kChunksPerRow, i = r x
       // kThreads + thread; the head it copies (null: a zero row past kHeads or the group).
       constexpr int kRounds = kQueryChunks / T::kThreads;
@@ -664,7 +698,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     }
     __syncthreads();
     if (query_by_tma) {
-      barrier_wait(slot_barriers + T::kStages, barrier_phases >> T::kStages & 1u);
+      barrier_wait(query_barrier, barrier_phases >> T::kStages & 1u);
       barrier_phases ^= 1u << T::kStages;
     }
   };
@@ -697,7 +731,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   // (the TMA path copies the page's bytes there: their scores are -inf by the stores'
   // mask either way); steps past the segment copy nothing. fp8: thread k < 64 also copies
   // key k's scale.
-  constexpr int kKeysPerPass = T::kThreads / T::kChunksPerRow, kPasses = T::kKeysPerStep / kKeysPerPass;
+  constexpr int kKeysPerPass = T::kWarpgroupThreads / T::kChunksPerRow, kPasses = T::kKeysPerStep / kKeysPerPass;
   const int pass_key = thread / T::kChunksPerRow, chunk = thread % T::kChunksPerRow;
   // Every key pass_key + kKeysPerPass x j has the row mod 8 of pass_key: one swizzled offset.
   const uint32_t dst_thread = ring + sw128_offset<64>(pass_key, chunk);
@@ -712,15 +746,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     return args.cache + static_cast<uint64_t>(static_cast<uint32_t>(__ldg(table_row + (key >> shift)))) * page_bytes;
   };
   const auto step_first = [&](int i) { return segment_first + i * T::kKeysPerStep; };
+  // Step i's warpgroup is i mod kWarpgroups, its ring slot that warpgroup's local slot
+  // (i / kWarpgroups) mod kStages.
+  const auto slot_of = [](int i) { return (i % T::kWarpgroups) * T::kStages + (i / T::kWarpgroups) % T::kStages; };
   // The map's 128-byte rows a page (fp8: kTma). Row coordinates are int32: caches of up to
   // 2^31 rows (256 GiB); the launcher's tile_map bound.
-  const int rows_per_page = args.page_size * (T::kRowBytes + T::kScaleBytes) / 128;
+  const int rows_per_page = args.page_size * (T::kRowBytes + T::kScaleBytes) / T::kRowBytes;
   const auto issue = [&](int i) {
     const int first = step_first(i);
     if constexpr (T::kTma) {
-      if (use_tma) {  // a step lies in one page (use_tma needs pages of at least a step)
-        if (first < segment_end && thread == 0) {
-          const int slot = i % T::kStages;
+      // A step lies in one page (use_tma needs pages of at least a step; warpgroups in turn
+      // always copy by the TMA, the launcher).
+      if (use_tma || T::kWarpgroups > 1) {
+        if (first < segment_end && warpgroup_thread == 0) {  // the step's own warpgroup calls
+          const int slot = slot_of(i);
           const uint32_t bar = shared_address(slot_barriers + slot);
           const uint32_t page = static_cast<uint32_t>(__ldg(table_row + (first >> shift)));
           const int first_offset = first & offset_mask;
@@ -739,6 +778,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
         return;
       }
     }
+    if constexpr (T::kWarpgroups == 1) {
     if (first < segment_end) {  // segment_end <= valid rounded up: first < valid
       const int slot = i % T::kStages;
       // Addresses first, then the copies back to back (ptxas pads each run of cp.async).
@@ -783,6 +823,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
       }
     }
     commit_async();  // an empty group keeps the group count uniform
+    }
   };
 
   // The key this lane stores after the quad reduction (see there).
@@ -968,6 +1009,60 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     wait_async<0>();
     __syncthreads();  // every thread is done with the ring (and the group's inputs)
   };
+  // Warpgroups in turn (kWarpgroups = W > 1, sharing the group's query tile): the segment's
+  // step i is warpgroup i mod W's, in its local slot (slot_of), and the warpgroups issue
+  // their wgmma in turn, round after round (round j: steps W j .. W j + W - 1). Warpgroup w
+  // waits at named barrier 1 + w until warpgroup w - 1 has issued its wgmma of the round
+  // (warpgroup 0: warpgroup W - 1's of the round before), issues its own and lets w + 1 go,
+  // so the tensor core takes the steps in order and each warpgroup's epilogue runs under
+  // the others' wgmma; blocks of one warpgroup meet at the tensor core by chance. The turn's
+  // barrier holds all of the warpgroup's threads, so each is past the previous step's
+  // wgmma_wait_all and that step's slot may be refilled. Every warpgroup takes all
+  // ceil(steps / W) rounds of a segment (in the last, some without a step), so the turns'
+  // arrivals and waits balance across segments: warpgroup W - 1 arrives once before the
+  // first segment, and warpgroup 0 waits once after the last. Which warpgroup scores a key
+  // does not change its score (the same instructions, the same epilogue).
+  // (The barrier ids from threadIdx.x at each use: cheaper than a register kept live.)
+  const auto turn_wait = []() { named_barrier_sync(1 + threadIdx.x / T::kWarpgroupThreads, 2 * T::kWarpgroupThreads); };
+  const auto turn_pass = []() {
+    named_barrier_arrive(1 + (threadIdx.x / T::kWarpgroupThreads + 1) % T::kWarpgroups, 2 * T::kWarpgroupThreads);
+  };
+  const auto score_segment_turns = [&](unsigned pass, int step_begin, int step_end) {
+    if constexpr (T::kWarpgroups > 1) {
+      float acc[T::kAccumulators];
+#pragma unroll
+      for (int i = 0; i < T::kAccumulators; ++i) acc[i] = 0.0f;
+      constexpr int W = T::kWarpgroups;
+      // Round j's step of this warpgroup (it has one). The wgmma and its wait are in one
+      // branch: issued under one condition and awaited under another, ptxas serialises
+      // every wgmma of the kernel.
+      const auto step = [&](int j) {
+        const int i = W * j + warpgroup;
+        const int local = j % T::kStages, ring_slot = warpgroup * T::kStages + local;
+        barrier_wait(slot_barriers + ring_slot, barrier_phases >> local & 1u);  // its tile and scales landed
+        barrier_phases ^= 1u << local;
+        turn_wait();
+        dots(acc, ring_slot);
+        turn_pass();
+        issue(i + W * (T::kStages - 1));  // into the slot of this warpgroup's previous step
+        wgmma_wait_all();
+        pin_accumulators(acc);
+        epilogue(acc, step_first(i), 1.0f, pass);  // bf16: no key scale
+      };
+      const int steps = step_end - step_begin, whole_rounds = steps / W;
+#pragma unroll 1
+      for (int j = 0; j < whole_rounds; ++j) step(j);
+      if (whole_rounds * W < steps) {  // the last round: the first steps % W warpgroups have a step
+        if (whole_rounds * W + warpgroup < steps) {
+          step(whole_rounds);
+        } else {
+          turn_wait();
+          turn_pass();
+        }
+      }
+      __syncthreads();  // every thread is done with the ring (and the group's inputs)
+    }
+  };
   // A segment's start: its keys, and its first steps' copies into the ring (free: the
   // previous segment, or the work partition's scratch, is done with it), issued before a
   // new group's inputs are loaded, so that the two loads overlap; score_segment then runs
@@ -977,10 +1072,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     segment_end = step_end * T::kKeysPerStep;
     constexpr int kFirstCopies = T::kSplitStep ? T::kStages : T::kStages - 1;
 #pragma unroll
-    for (int i = 0; i < kFirstCopies; ++i) issue(i);
+    for (int j = 0; j < kFirstCopies; ++j) issue(T::kWarpgroups * j + warpgroup);  // each warpgroup its own
   };
   const auto score_segment = [&](unsigned pass, int step_begin, int step_end) {
-    if constexpr (T::kSplitStep) {
+    if constexpr (T::kWarpgroups > 1) {
+      score_segment_turns(pass, step_begin, step_end);
+    } else if constexpr (T::kSplitStep) {
       score_segment_split(pass, step_begin, step_end);
     } else {
       score_segment_whole(pass, step_begin, step_end);
@@ -998,12 +1095,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
     }
   });
   // 4. The block's scored steps; a group's inputs are loaded when the block enters it.
+  if (T::kWarpgroups > 1 && warpgroup == T::kWarpgroups - 1) turn_pass();  // opens warpgroup 0's first turn
   int loaded_group = -1;
   walk_share<false>(args, steps_per_row, scored, group, valid, table_row, [&](unsigned pass, int, int begin, int end) {
     start_segment(begin, end);
     if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first, group_out = out(0);
     score_segment(pass, begin, end);
   });
+  if (T::kWarpgroups > 1 && warpgroup == 0) turn_wait();  // takes the last round's arrival
 }
 
 const char* format_name(StorageFormat f) {
@@ -1071,9 +1170,9 @@ CUtensorMap tile_map(const uint8_t* base, uint64_t rows, int row_bytes, uint32_t
 }
 
 // `route`: null, or the run route_rows wrote (the instance runs only if it is kRows).
-template <StorageFormat kKeyFormat, int kHeads, int kPiece, int kRows>
+template <StorageFormat kKeyFormat, int kHeads, int kPiece, int kRows, int kWarpgroups = 1>
 void launch_instance(const PagedLogitsArgs& args, const int* route = nullptr) {
-  using T = WgmmaTraits<kKeyFormat, kHeads, kPiece, kRows>;
+  using T = WgmmaTraits<kKeyFormat, kHeads, kPiece, kRows, kWarpgroups>;
   const auto kernel = paged_logits_mma_kernel<T>;
   const int blocks = blocks_for<T>(args, resident_blocks(kernel, T::kThreads, T::kSmemBytes, "paged_logits_mma_kernel"));
   // The TMA path: four rows a block (kTma), steps inside pages, 16-byte aligned rows.
@@ -1082,11 +1181,22 @@ void launch_instance(const PagedLogitsArgs& args, const int* route = nullptr) {
   // The query tile by the TMA: e4m3 queries (128-byte head rows: an fp8 cache takes no
   // other, launch_paged_logits_fast) at a 16-byte aligned address; a group's kRows x 64 head
   // rows one box (four rows a block are 64-head kernels).
-  static_assert(!T::kTma || (T::kFp8 && kHeads == 64), "the query box is kRows whole 64-head e4m3 rows");
-  const bool use_query_tma = use_tma && reinterpret_cast<uintptr_t>(args.q_values) % 16 == 0;
+  static_assert(!T::kQueryTma || kHeads == 64, "the query box is kRows whole 64-head e4m3 rows");
+  const bool use_query_tma = T::kQueryTma && use_tma && reinterpret_cast<uintptr_t>(args.q_values) % 16 == 0;
   const CUtensorMap query_map =
       use_query_tma ? tile_map(args.q_values, static_cast<uint64_t>(args.rows) * kHeads, 128, T::kQueryRows) : CUtensorMap{};
+  if (kWarpgroups > 1 && !use_tma) throw_bad_input("paged_logits (fast): warpgroups in turn need the TMA path");
   kernel<<<blocks, T::kThreads, T::kSmemBytes>>>(args, map, use_tma, query_map, use_query_tma, route);
+}
+
+// Four rows a block: a bf16 cache on the TMA path (pages of at least a step, a 16-byte
+// aligned cache) as two warpgroups in turn, one block an SM; else one warpgroup a block.
+template <StorageFormat kKeyFormat, int kPiece>
+void launch_four_rows(const PagedLogitsArgs& args, const int* route = nullptr) {
+  if constexpr (kKeyFormat == StorageFormat::kBf16 && kPiece == 16) {
+    if (args.page_size >= kStepKeys && args.cache != nullptr) return launch_instance<kKeyFormat, 64, kPiece, 4, 2>(args, route);
+  }
+  launch_instance<kKeyFormat, 64, kPiece, 4>(args, route);
 }
 
 // shared_row_run_of on the device: *route = 4 when at least half of the aligned groups of
@@ -1141,11 +1251,11 @@ void launch_format(const PagedLogitsArgs& args) {
         if (args.shared_row_run == 0 && args.rows >= 4) {
           int* const route = route_word();
           route_rows<<<1, kRouteThreads>>>(args.row_seq, args.rows, route);
-          launch_instance<kKeyFormat, 64, kPiece, 4>(args, route);
+          launch_four_rows<kKeyFormat, kPiece>(args, route);
           launch_instance<kKeyFormat, 64, kPiece, 1>(args, route);
           return;
         }
-        if (args.shared_row_run >= 4) return launch_instance<kKeyFormat, 64, kPiece, 4>(args);
+        if (args.shared_row_run >= 4) return launch_four_rows<kKeyFormat, kPiece>(args);
       }
       return launch_instance<kKeyFormat, 64, kPiece, 1>(args);
     default: break;

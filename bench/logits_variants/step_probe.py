@@ -51,11 +51,11 @@ EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
      "        probe_sums[warp][2] += static_cast<unsigned>(probe_t3 - probe_t2);\n"
      "        probe_sums[warp][3] += 1;\n"
      "      }\n"),
-    ("    score_segment(pass, begin, end);\n  });\n}\n",
+    ("    score_segment(pass, begin, end);\n  });\n",
      "    score_segment(pass, begin, end);\n  });\n  __syncthreads();\n"
      "  if (lane == 0) {\n"
      "    for (int p = 0; p < 4; ++p) atomicAdd(&g_step_probe[p], static_cast<unsigned long long>(probe_sums[warp][p]));\n"
-     "  }\n}\n"),
+     "  }\n"),
     (LOGITS_LAUNCHER_END,
      "  static unsigned probe_launches = 0;\n"
      "  if (++probe_launches % 26 == 14) {\n"

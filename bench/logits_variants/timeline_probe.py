@@ -123,7 +123,7 @@ EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
      "  tl_masked = clock64() - tl_mark;\n"
      "  // 4. The block's scored steps; a group's inputs are loaded when the block enters it.\n"),
     ("    if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first, group_out = out(0);\n"
-     "    score_segment(pass, begin, end);\n  });\n}\n",
+     "    score_segment(pass, begin, end);\n  });\n",
      "    long long tl_t0 = clock64();\n"
      "    tl_load_count += loaded_group != group.first;\n"
      "    if (loaded_group != group.first) load_group_inputs(), loaded_group = group.first, group_out = out(0);\n"
@@ -137,7 +137,7 @@ EDITS = probe_prelude(LOGITS_KERNEL_HEAD, PROBE) + [
      "    s[0] = tl_entry_ns, s[1] = timeline_ns(), s[2] = timeline_smid();\n"
      "    s[3] = tl_partition, s[4] = tl_masked, s[5] = tl_loads, s[6] = tl_load_count, s[7] = tl_scored, s[8] = tl_steps,\n"
      "    s[9] = tl_total;\n"
-     "  }\n}\n"),
+     "  }\n"),
     (LOGITS_LAUNCHER_END, LAUNCH_REPORT.lstrip("\n") + LOGITS_LAUNCHER_END),
 ]
 
