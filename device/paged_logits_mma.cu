@@ -29,8 +29,8 @@
 // steps are in flight (cp.async, every thread copying its share; or, four rows a block,
 // one TMA box a 128-byte column block and, fp8, one bulk copy of the scales a step from
 // one thread, and an fp8 group's e4m3 query tile one TMA box: WgmmaTraits::kTma) while the
-// tensor core works on one. Per step and warp the loop issues a handful of copies, one barrier, 4
-// (fp8) or 8 (bf16) wgmma and the epilogue; bf16 four rows a block split the step into
+// tensor core works on one. Per step and warp the loop issues a handful of copies, one
+// barrier, 4 (fp8) or 8 (bf16) wgmma and the epilogue; bf16 four rows a block split the step into
 // two halves of two rows, each half's epilogue under the other's wgmma, where they run as
 // one warpgroup a block (WgmmaTraits::kSplitStep; 2 x 8 wgmma at N = 128). Decode is
 // memory-bound and runs near the copy bandwidth (docs/key-path-speed.md); wgmma reads the
@@ -167,13 +167,13 @@ struct WgmmaTraits {
   static constexpr bool kWeightsInSmem = kFp8 && kRows > 1;
   static constexpr int kWeightBytes = kWeightsInSmem ? kRows * 64 * 4 : 0;
   // Four rows a block, pages of at least a step (the launcher decides per launch), fp8, or
-  // bf16 as warpgroups in turn: the tensor memory accelerator copies each step's key tile (a 64 x
-  // 128-byte box a column block, swizzled as the wgmma layout above) and, fp8, a bulk copy
-  // its 256 bytes of scales, issued by one thread and awaited on the slot's mbarrier; no
-  // thread computes a copy address. Else every thread's cp.async. (bf16 four rows as one
-  // warpgroup a block fills 228 KB with two blocks: no room for barriers.) The query tile
-  // by one box: e4m3 rows only (kQueryTma); bf16 caches' queries are widened or copied by
-  // the threads.
+  // bf16 as warpgroups in turn: the tensor memory accelerator copies each step's key tile
+  // (a 64 x 128-byte box a column block, swizzled as the wgmma layout above) and, fp8, a
+  // bulk copy its 256 bytes of scales, issued by one thread and awaited on the slot's
+  // mbarrier; no thread computes a copy address. Else every thread's cp.async. (bf16 four
+  // rows as one warpgroup a block fills 228 KB with two blocks: no room for barriers.) The
+  // query tile by one box: e4m3 rows only (kQueryTma); bf16 caches' queries are widened or
+  // copied by the threads.
   static constexpr bool kTma = kRows > 1 && (kFp8 || kWarpgroups > 1);
   static constexpr bool kQueryTma = kTma && kFp8;  // one box of e4m3 rows (fp8 caches)
   // The slots' barriers and the query tile's (the TMA copies the group's query rows too).
@@ -749,8 +749,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
   // Step i's warpgroup is i mod kWarpgroups, its ring slot that warpgroup's local slot
   // (i / kWarpgroups) mod kStages.
   const auto slot_of = [](int i) { return (i % T::kWarpgroups) * T::kStages + (i / T::kWarpgroups) % T::kStages; };
-  // The map's 128-byte rows a page (fp8: kTma). Row coordinates are int32: caches of up to
-  // 2^31 rows (256 GiB); the launcher's tile_map bound.
+  // The map's rows a page (kTma): rows of kRowBytes, a page's keys then, fp8, its scales
+  // (page_size / 32 rows). Row coordinates are int32: caches of up to 2^31 rows; the
+  // launcher's tile_map bound.
   const int rows_per_page = args.page_size * (T::kRowBytes + T::kScaleBytes) / T::kRowBytes;
   const auto issue = [&](int i) {
     const int first = step_first(i);
@@ -1150,11 +1151,11 @@ EncodeTiled encode_tiled() {
   return encode;
 }
 
-// `base` as rows of row_bytes = 128, boxes of box_rows rows x 128 bytes with the 128-byte
-// swizzle: the fp8 cache (a page being page_size value rows, then page_size / 32 rows of
-// scales; `rows` a bound, not the cache's size: the kernel reads valid pages only, as the
-// cp.async path does; boxes of a step's 64 keys) or the e4m3 queries (rows x heads head
-// rows; boxes of a group's 4 x 64).
+// `base` as rows of row_bytes (128 or 256), boxes of box_rows rows x 128 bytes with the
+// 128-byte swizzle (a 256-byte row takes a box a column block): the cache (a page being
+// page_size value rows, then for fp8 page_size / 32 rows of scales; `rows` a bound, not the
+// cache's size: the kernel reads valid pages only, as the cp.async path does; boxes of a
+// step's 64 keys) or the e4m3 queries (rows x heads head rows; boxes of a group's 4 x 64).
 CUtensorMap tile_map(const uint8_t* base, uint64_t rows, int row_bytes, uint32_t box_rows) {
   CUtensorMap map{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), rows};
@@ -1169,6 +1170,13 @@ CUtensorMap tile_map(const uint8_t* base, uint64_t rows, int row_bytes, uint32_t
   return map;
 }
 
+// Whether a four-row launch can copy its key tiles by the TMA: steps inside pages, 16-byte
+// aligned rows (kPiece 16). One rule for the kernel's copies and the warpgroups' choice.
+template <int kPiece>
+bool key_tiles_by_tma(const PagedLogitsArgs& args) {
+  return kPiece == 16 && args.page_size >= kStepKeys && args.cache != nullptr;
+}
+
 // `route`: null, or the run route_rows wrote (the instance runs only if it is kRows).
 template <StorageFormat kKeyFormat, int kHeads, int kPiece, int kRows, int kWarpgroups = 1>
 void launch_instance(const PagedLogitsArgs& args, const int* route = nullptr) {
@@ -1176,7 +1184,7 @@ void launch_instance(const PagedLogitsArgs& args, const int* route = nullptr) {
   const auto kernel = paged_logits_mma_kernel<T>;
   const int blocks = blocks_for<T>(args, resident_blocks(kernel, T::kThreads, T::kSmemBytes, "paged_logits_mma_kernel"));
   // The TMA path: four rows a block (kTma), steps inside pages, 16-byte aligned rows.
-  const bool use_tma = T::kTma && args.page_size >= T::kKeysPerStep && kPiece == 16 && args.cache != nullptr;
+  const bool use_tma = T::kTma && key_tiles_by_tma<kPiece>(args);
   const CUtensorMap map = use_tma ? tile_map(args.cache, uint64_t{1} << 31, T::kRowBytes, 64) : CUtensorMap{};
   // The query tile by the TMA: e4m3 queries (128-byte head rows: an fp8 cache takes no
   // other, launch_paged_logits_fast) at a 16-byte aligned address; a group's kRows x 64 head
@@ -1194,7 +1202,7 @@ void launch_instance(const PagedLogitsArgs& args, const int* route = nullptr) {
 template <StorageFormat kKeyFormat, int kPiece>
 void launch_four_rows(const PagedLogitsArgs& args, const int* route = nullptr) {
   if constexpr (kKeyFormat == StorageFormat::kBf16 && kPiece == 16) {
-    if (args.page_size >= kStepKeys && args.cache != nullptr) return launch_instance<kKeyFormat, 64, kPiece, 4, 2>(args, route);
+    if (key_tiles_by_tma<kPiece>(args)) return launch_instance<kKeyFormat, 64, kPiece, 4, 2>(args, route);
   }
   launch_instance<kKeyFormat, 64, kPiece, 4>(args, route);
 }
