@@ -218,7 +218,14 @@ struct PagedLogitsArgs {
 };
 // The shared_row_run of a host copy of row_seq: 4 when at least half of the aligned groups
 // of four rows each lie in one sequence, else 1.
-int shared_row_run_of(const int32_t* host_row_seq, int rows);
+inline int shared_row_run_of(const int32_t* host_row_seq, int rows) {
+  int groups = 0, shared = 0;
+  for (int first = 0; first + 4 <= rows; first += 4, ++groups) {
+    const int32_t* g = host_row_seq + first;
+    shared += g[0] == g[1] && g[0] == g[2] && g[0] == g[3];
+  }
+  return groups > 0 && 2 * shared >= groups ? 4 : 1;
+}
 // The same, computed on the device from a device row_seq by the kernel and into the word
 // a launch with the hint 0 uses (tests compare the two); rows in [1, 65535].
 int shared_row_run_on_device(const int32_t* row_seq, int rows);
@@ -339,6 +346,12 @@ struct HostLogitsBatch {
   std::vector<int32_t> page_tables;
   int64_t page_table_stride = 0;
   int64_t max_context = 0;
+  // The caller's row-run hint (PagedLogitsArgs::shared_row_run; shared_row_run_of gives it
+  // from row_seq), or 0: not given. Our kernels ("builtin", "builtin-fast") take a given
+  // hint natively, as a serving caller that knows its rows would; the plug-in ABI carries
+  // none, so a plug-in never sees it, and with 0 our kernels too are called through the ABI
+  // (the fast logits then routed on the device). The logits are the same either way.
+  int shared_row_run = 0;
 };
 
 // Top-K on host data (the layouts of TopKArgs).

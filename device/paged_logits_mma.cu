@@ -1328,13 +1328,4 @@ int shared_row_run_on_device(const int32_t* row_seq, int rows) {
   return run;
 }
 
-int shared_row_run_of(const int32_t* host_row_seq, int rows) {
-  int groups = 0, shared = 0;
-  for (int first = 0; first + 4 <= rows; first += 4, ++groups) {
-    const int32_t* g = host_row_seq + first;
-    shared += g[0] == g[1] && g[0] == g[2] && g[0] == g[3];
-  }
-  return groups > 0 && 2 * shared >= groups ? 4 : 1;
-}
-
 }  // namespace dsaf::dev

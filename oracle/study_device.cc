@@ -475,6 +475,10 @@ std::vector<float> DeviceSequence::score(const std::vector<uint8_t>& cache, cons
   b.page_tables = page_tables;
   b.page_table_stride = pages();
   b.max_context = n_;
+  // The study is its kernel's own caller and knows its rows: queries of one sequence, or
+  // a needle's cases each in a sequence of its own (our kernels take the hint natively;
+  // a plug-in, through the ABI, never sees it).
+  b.shared_row_run = dev::shared_row_run_of(row_seq.data(), static_cast<int>(row_seq.size()));
   const int row_bytes = ref::value_bytes_per_head(b.k_format) + ref::scale_bytes_per_head(b.k_format);
   const double bytes = static_cast<double>(q.values.size() + q.scales.size() + 4 * q.weights.size()) +
                        static_cast<double>(*std::max_element(valid.begin(), valid.end())) * row_bytes +
