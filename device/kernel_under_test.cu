@@ -347,17 +347,17 @@ class KernelV1 : public KernelUnderTest {
   std::shared_ptr<Library> library_;
 };
 
-// Our logits launcher behind a table (launch_paged_logits or launch_paged_logits_fast).
-using NativeLogits = void (*)(const PagedLogitsArgs&);
+// Our logits entry with a row-run hint (abi_paged_logits_hinted), beside a table.
+using HintedLogits = int (*)(const dsaf_paged_logits_args_v1*, int shared_row_run);
 
 // A version-2 plug-in, or our kernels (`name` overrides the table's: their spec;
-// `native_logits` their logits launcher, called directly when a batch gives its row-run
-// hint, which the ABI cannot carry).
+// `hinted_logits` their logits entry, called when a batch gives its row-run hint, which
+// the ABI cannot carry).
 class KernelV2 : public KernelUnderTest {
  public:
   KernelV2(const dsaf_kernel_v2* table, std::shared_ptr<Library> library, std::string name = "",
-           NativeLogits native_logits = nullptr)
-      : table_(table), library_(std::move(library)), name_(std::move(name)), native_logits_(native_logits) {}
+           HintedLogits hinted_logits = nullptr)
+      : table_(table), library_(std::move(library)), name_(std::move(name)), hinted_logits_(hinted_logits) {}
   std::string name() const override {
     if (!name_.empty()) return name_;
     return table_->name ? table_->name : "(unnamed)";
@@ -407,21 +407,10 @@ class KernelV2 : public KernelUnderTest {
   std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
     if (table_->paged_logits == nullptr) missing(name(), "paged logits");
     const auto fail = failure(name(), table_->last_error, ErrorKind::kBadInput);
-    if (native_logits_ == nullptr || b.shared_row_run == 0) {
+    if (hinted_logits_ == nullptr || b.shared_row_run == 0) {
       return run_paged_logits(table_->paged_logits, b, fail, timer_, warm_timing_);
     }
-    // The ABI entry point's conversion and error report, with the hint added.
-    const auto hinted = [&](const dsaf_paged_logits_args_v1* a) {
-      try {
-        PagedLogitsArgs args = paged_logits_args(a);
-        args.shared_row_run = b.shared_row_run;
-        native_logits_(args);
-        return 0;
-      } catch (const std::exception& e) {
-        abi_last_error() = e.what();
-        return 1;
-      }
-    };
+    const auto hinted = [&](const dsaf_paged_logits_args_v1* a) { return hinted_logits_(a, b.shared_row_run); };
     return run_paged_logits(hinted, b, fail, timer_, warm_timing_);
   }
   std::vector<int32_t> topk(const HostTopKBatch& b) const override {
@@ -436,7 +425,7 @@ class KernelV2 : public KernelUnderTest {
   const dsaf_kernel_v2* table_;
   std::shared_ptr<Library> library_;
   std::string name_;
-  NativeLogits native_logits_;
+  HintedLogits hinted_logits_;
 };
 
 // Our kernels' ABI table for a schedule known at run time: one instantiation per
@@ -497,7 +486,8 @@ std::unique_ptr<KernelUnderTest> open_builtin(const std::string& spec) {
   const dsaf_kernel_v2* table = one_block ? (fast ? builtin_table<1, true>(lanes, walk) : builtin_table<1, false>(lanes, walk))
                                           : (fast ? builtin_table<0, true>(lanes, walk) : builtin_table<0, false>(lanes, walk));
   if (topk_by_index) table = with_topk_by_index(table);
-  return std::make_unique<KernelV2>(table, nullptr, spec, fast ? &launch_paged_logits_fast : &launch_paged_logits);
+  return std::make_unique<KernelV2>(table, nullptr, spec,
+                                    fast ? &abi_paged_logits_hinted<true> : &abi_paged_logits_hinted<false>);
 }
 
 }  // namespace

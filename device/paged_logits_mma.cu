@@ -780,50 +780,52 @@ __global__ void __launch_bounds__(T::kThreads, T::kBlocksPerSm)
       }
     }
     if constexpr (T::kWarpgroups == 1) {
-    if (first < segment_end) {  // segment_end <= valid rounded up: first < valid
-      const int slot = i % T::kStages;
-      // Addresses first, then the copies back to back (ptxas pads each run of cp.async).
-      const uint8_t* src[kPasses];
-      bool read[kPasses];
-      const uint8_t* scale = nullptr;
-      if (step_in_one_page) {
-        const uint8_t* const page = page_of(first);
-        const int first_offset = first & offset_mask;  // + 63 stays inside the page
-        // This thread's first row chunk; pass j's is kKeysPerPass x j rows further.
-        const uint8_t* const base = page + (first_offset * T::kRowBytes + src_thread);
-        const int left = valid - first - pass_key;  // pass j reads while kKeysPerPass x j < left
+      if (first < segment_end) {  // segment_end <= valid rounded up: first < valid
+        const int slot = i % T::kStages;
+        // Addresses first, then the copies back to back (ptxas pads each run of cp.async).
+        const uint8_t* src[kPasses];
+        bool read[kPasses];
+        const uint8_t* scale = nullptr;
+        if (step_in_one_page) {
+          const uint8_t* const page = page_of(first);
+          const int first_offset = first & offset_mask;  // + 63 stays inside the page
+          // This thread's first row chunk; pass j's is kKeysPerPass x j rows further.
+          const uint8_t* const base = page + (first_offset * T::kRowBytes + src_thread);
+          const int left = valid - first - pass_key;  // pass j reads while kKeysPerPass x j < left
 #pragma unroll
-        for (int j = 0; j < kPasses; ++j) {
-          read[j] = kKeysPerPass * j < left;
-          src[j] = base + kKeysPerPass * j * T::kRowBytes;
+          for (int j = 0; j < kPasses; ++j) {
+            read[j] = kKeysPerPass * j < left;
+            src[j] = base + kKeysPerPass * j * T::kRowBytes;
+          }
+          if constexpr (T::kFp8) scale = page + (scale_region + (first_offset + thread % 64) * T::kScaleBytes);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kPasses; ++j) {
+            const int s = first + pass_key + kKeysPerPass * j;
+            read[j] = s < valid;
+            const int key = min(s, valid - 1);  // the table may hold anything past the valid pages
+            src[j] = page_of(key) + ((key & offset_mask) * T::kRowBytes + 16 * chunk);
+          }
+          if constexpr (T::kFp8) {
+            const int key = min(first + thread % 64, valid - 1);
+            scale = page_of(key) + (scale_region + (key & offset_mask) * T::kScaleBytes);
+          }
         }
-        if constexpr (T::kFp8) scale = page + (scale_region + (first_offset + thread % 64) * T::kScaleBytes);
-      } else {
 #pragma unroll
         for (int j = 0; j < kPasses; ++j) {
-          const int s = first + pass_key + kKeysPerPass * j;
-          read[j] = s < valid;
-          const int key = min(s, valid - 1);  // the table may hold anything past the valid pages
-          src[j] = page_of(key) + ((key & offset_mask) * T::kRowBytes + 16 * chunk);
+          const uint32_t dst = dst_thread + slot * T::kTileBytes + kKeysPerPass * j * 128;
+#pragma unroll
+          for (int p = 0; p < 16 / T::kPieceBytes; ++p) {
+            copy_async<T::kPieceBytes>(dst + T::kPieceBytes * p, src[j] + T::kPieceBytes * p, read[j]);
+          }
         }
         if constexpr (T::kFp8) {
-          const int key = min(first + thread % 64, valid - 1);
-          scale = page_of(key) + (scale_region + (key & offset_mask) * T::kScaleBytes);
+          if (thread < 64) {
+            copy_async<4>(scale_ring + 4 * (slot * T::kKeysPerStep + thread), scale, first + thread < valid);
+          }
         }
       }
-#pragma unroll
-      for (int j = 0; j < kPasses; ++j) {
-        const uint32_t dst = dst_thread + slot * T::kTileBytes + kKeysPerPass * j * 128;
-#pragma unroll
-        for (int p = 0; p < 16 / T::kPieceBytes; ++p) {
-          copy_async<T::kPieceBytes>(dst + T::kPieceBytes * p, src[j] + T::kPieceBytes * p, read[j]);
-        }
-      }
-      if constexpr (T::kFp8) {
-        if (thread < 64) copy_async<4>(scale_ring + 4 * (slot * T::kKeysPerStep + thread), scale, first + thread < valid);
-      }
-    }
-    commit_async();  // an empty group keeps the group count uniform
+      commit_async();  // an empty group keeps the group count uniform
     }
   };
 

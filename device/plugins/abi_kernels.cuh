@@ -278,37 +278,32 @@ int abi_query_quant(const Call* a, int lanes) {
 
 inline const char* abi_error_text() { return abi_last_error().c_str(); }
 
-// The scoring ABI's logits arguments as ours, with no row-run hint (the ABI carries none).
-inline PagedLogitsArgs paged_logits_args(const dsaf_paged_logits_args_v1* a) {
-  PagedLogitsArgs args;
-  args.q_values = a->q_values;
-  args.q_scales = a->q_scales;
-  args.weights = a->weights;
-  args.q_format = static_cast<ref::StorageFormat>(a->q_format);
-  args.k_format = static_cast<ref::StorageFormat>(a->k_format);
-  args.accum = static_cast<ref::ScoreAccum>(a->accum);
-  args.rows = a->rows;
-  args.num_heads = a->num_heads;
-  args.row_seq = a->row_seq;
-  args.row_valid = a->row_valid;
-  args.cache = a->cache;
-  args.page_size = a->page_size;
-  args.page_tables = a->page_tables;
-  args.page_table_stride = a->page_table_stride;
-  args.max_context = a->max_context;
-  args.logits = a->logits;
-  args.shared_row_run = 0;
-  return args;
-}
-
-// Our paged logits behind the scoring ABI: the exact-order kernel, or (kFast) the fp8
-// tensor-core kernel with its bounded contract.
+// Our paged logits on the scoring ABI's arguments: the exact-order kernel, or (kFast) the
+// tensor-core kernel with its bounded contract. `shared_row_run`: PagedLogitsArgs' hint,
+// which a caller of our kernels that knows its rows gives natively (KernelUnderTest); the
+// ABI carries none, so its entry passes 0 and the fast launcher reads row_seq on the device.
 template <bool kFast>
-int abi_paged_logits(const dsaf_paged_logits_args_v1* a) {
+int abi_paged_logits_hinted(const dsaf_paged_logits_args_v1* a, int shared_row_run) {
   try {
-    const PagedLogitsArgs args = paged_logits_args(a);
+    PagedLogitsArgs args;
+    args.q_values = a->q_values;
+    args.q_scales = a->q_scales;
+    args.weights = a->weights;
+    args.q_format = static_cast<ref::StorageFormat>(a->q_format);
+    args.k_format = static_cast<ref::StorageFormat>(a->k_format);
+    args.accum = static_cast<ref::ScoreAccum>(a->accum);
+    args.rows = a->rows;
+    args.num_heads = a->num_heads;
+    args.row_seq = a->row_seq;
+    args.row_valid = a->row_valid;
+    args.cache = a->cache;
+    args.page_size = a->page_size;
+    args.page_tables = a->page_tables;
+    args.page_table_stride = a->page_table_stride;
+    args.max_context = a->max_context;
+    args.logits = a->logits;
+    args.shared_row_run = shared_row_run;
     if constexpr (kFast) {
-      // The ABI carries no row grouping: the launcher reads row_seq on the device.
       launch_paged_logits_fast(args);
     } else {
       launch_paged_logits(args);
@@ -318,6 +313,12 @@ int abi_paged_logits(const dsaf_paged_logits_args_v1* a) {
     abi_last_error() = e.what();
     return 1;
   }
+}
+
+// The scoring ABI's entry point for our paged logits (no row-run hint).
+template <bool kFast>
+int abi_paged_logits(const dsaf_paged_logits_args_v1* a) {
+  return abi_paged_logits_hinted<kFast>(a, 0);
 }
 
 // kOrder: the ordered contract's order (kByScore) or each row's positions ascending
