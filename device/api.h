@@ -6,6 +6,7 @@
 // reference/).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -296,6 +297,9 @@ struct TopKArgs {
 inline constexpr int kTopKAutoBlocksPerRow = 0;
 inline constexpr int kTopKGrid = 1 << 16;
 void launch_topk(const TopKArgs& args, int blocks_per_row = kTopKAutoBlocksPerRow);
+// The rows' statuses a launch with args.row_status wrote, checked as the synchronous launch
+// checks them: returns when every row is kOk, else throws for the first row that is not.
+void check_topk_row_statuses(const std::vector<int32_t>& statuses, int64_t row_stride);
 
 }  // namespace dsaf::dev
 
@@ -315,7 +319,22 @@ struct HostKeyBatch {
   std::vector<float> norm_weight, norm_bias;
   std::vector<uint8_t> cache;             // initial bytes (num_pages * page bytes)
   ref::RecipeFields recipe{};
+  // The caller's count of tokens whose position an earlier token of the batch has
+  // (repeated_positions_of gives it), or -1: not given. Our kernels take a given count
+  // natively and walk a batch that repeats few positions in batch order (the tile order
+  // shares RoPE rows between tiles of equal positions, for the price of building it); the
+  // ABI carries no count, so a plug-in never sees it, and with -1 our kernels too are
+  // called through the ABI, in the walk their spec names. The cache bytes are the same
+  // either way.
+  int64_t repeated_positions = -1;
 };
+// The repeated_positions of host positions: the tokens after the first of each position;
+// -1 for a negative position (no count: the kernel reports it).
+inline int64_t repeated_positions_of(std::vector<int32_t> positions) {
+  std::sort(positions.begin(), positions.end());
+  if (!positions.empty() && positions.front() < 0) return -1;
+  return static_cast<int64_t>(positions.end() - std::unique(positions.begin(), positions.end()));
+}
 
 struct HostQueryBatch {
   std::vector<uint16_t> input_bf16;  // [T][H][128]

@@ -261,12 +261,16 @@ std::vector<float> run_paged_logits(Fn fn, const HostLogitsBatch& b, Fail fail, 
   return logits.download();
 }
 
-template <class Fail>
-std::vector<int32_t> run_topk(int (*fn)(const dsaf_topk_args_v1*), const HostTopKBatch& b, Fail fail,
-                              CallTimer& timer, bool warm) {
+// `fn(args, row_status)`: row_status is null (the entry checks its rows' statuses itself:
+// every ABI entry), or, with `statuses_after`, [rows] for the statuses the entry writes
+// without synchronising, checked here after the timed call, outside its window.
+template <class Fn, class Fail>
+std::vector<int32_t> run_topk(Fn fn, const HostTopKBatch& b, Fail fail, CallTimer& timer, bool warm,
+                              bool statuses_after) {
   const int rows = static_cast<int>(b.valid_lengths.size());
   Device<float> scores(b.scores);
   Device<int32_t> lengths(b.valid_lengths), indices(static_cast<size_t>(rows) * b.k);
+  Device<int32_t> statuses(statuses_after ? static_cast<size_t>(rows) : 0);
   dsaf_topk_args_v1 a{};
   a.scores = scores.get();
   a.row_stride = b.row_stride;
@@ -274,7 +278,18 @@ std::vector<int32_t> run_topk(int (*fn)(const dsaf_topk_args_v1*), const HostTop
   a.valid_lengths = lengths.get();
   a.k = b.k;
   a.indices = indices.get();
-  if (timer.time([&] { return fn(&a); }, warm) != 0) fail("topk");
+  int32_t* row_status = statuses_after ? statuses.get() : nullptr;
+  if (timer.time([&] { return fn(&a, row_status); }, warm) != 0) fail("topk");
+  if (statuses_after) {
+    // Reported as the synchronous entry reports a bad row: its message as the entry's error
+    // (only our entries write statuses after; their last_error reads abi_last_error).
+    try {
+      check_topk_row_statuses(statuses.download(), b.row_stride);
+    } catch (const Error& e) {
+      abi_last_error() = e.what();
+      fail("topk");
+    }
+  }
   return indices.download();
 }
 
@@ -335,7 +350,9 @@ class KernelV1 : public KernelUnderTest {
   }
   std::vector<int32_t> topk(const HostTopKBatch& b) const override {
     if (!capabilities().topk) missing(name(), "top-K");
-    return run_topk(scoring_->topk, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput), timer_, warm_timing_);
+    const auto entry = [this](const dsaf_topk_args_v1* a, int32_t*) { return scoring_->topk(a); };
+    return run_topk(entry, b, failure(name(), scoring_->last_error, ErrorKind::kBadInput), timer_, warm_timing_,
+                    false);
   }
   double last_device_ms() const override { return timer_.last_ms(); }
   double last_host_ms() const override { return timer_.last_host_ms(); }
@@ -347,17 +364,39 @@ class KernelV1 : public KernelUnderTest {
   std::shared_ptr<Library> library_;
 };
 
-// Our logits entry with a row-run hint (abi_paged_logits_hinted), beside a table.
+// Our kernels' entries beside their table, for what the ABI cannot carry (all null for a
+// plug-in): the logits with a row-run hint (abi_paged_logits_hinted), the top-K with its
+// rows' statuses checked after the call (abi_topk_with_status), and the table whose key
+// store walks in batch order, for batches that repeat few positions (null as well when the
+// spec names a walk).
 using HintedLogits = int (*)(const dsaf_paged_logits_args_v1*, int shared_row_run);
+using StatusTopK = int (*)(const dsaf_topk_args_v1*, int32_t* row_status);
+struct NativeEntries {
+  HintedLogits hinted_logits = nullptr;
+  StatusTopK status_topk = nullptr;
+  const dsaf_kernel_v2* batch_order_keys = nullptr;
+};
 
-// A version-2 plug-in, or our kernels (`name` overrides the table's: their spec;
-// `hinted_logits` their logits entry, called when a batch gives its row-run hint, which
-// the ABI cannot carry).
+// The tile order (KeyTileWalk) puts tiles of equal positions side by side so that they
+// share RoPE rows, for the price of building it (a cooperative launch) every call. A batch
+// in which at most 1/kFewRepeats of the tokens repeat a position is walked in batch order:
+// at 0.7% repeats (a 128K needle's key call) batch order took 0.372 ms against the hand-out
+// walk's 0.431 (bench/results/LOG.md, run 201); where every position repeats 16 times
+// (16 x 64K) the hand-out walk is the faster (docs/key-path-speed.md). The bound between
+// is not measured.
+inline constexpr int64_t kFewRepeats = 8;
+bool repeats_few_positions(const HostKeyBatch& b) {
+  return b.repeated_positions >= 0 &&
+         b.repeated_positions * kFewRepeats <= static_cast<int64_t>(b.positions.size());
+}
+
+// A version-2 plug-in, or our kernels (`name` overrides the table's: their spec; `native`
+// their entries beside the table, used when a batch gives the hint they need).
 class KernelV2 : public KernelUnderTest {
  public:
   KernelV2(const dsaf_kernel_v2* table, std::shared_ptr<Library> library, std::string name = "",
-           HintedLogits hinted_logits = nullptr)
-      : table_(table), library_(std::move(library)), name_(std::move(name)), hinted_logits_(hinted_logits) {}
+           NativeEntries native = {})
+      : table_(table), library_(std::move(library)), name_(std::move(name)), native_(native) {}
   std::string name() const override {
     if (!name_.empty()) return name_;
     return table_->name ? table_->name : "(unnamed)";
@@ -387,7 +426,10 @@ class KernelV2 : public KernelUnderTest {
     const DeviceKeyBatch d(b);
     const AbiRecipeV2 recipe(b.recipe);
     const dsaf_key_store_args_v2 a = d.v2(recipe);
-    if (timer_.time([&] { return table_->key_store(&a); }, warm_timing_) != 0) {
+    const dsaf_kernel_v2* keys = native_.batch_order_keys != nullptr && repeats_few_positions(b)
+                                     ? native_.batch_order_keys
+                                     : table_;
+    if (timer_.time([&] { return keys->key_store(&a); }, warm_timing_) != 0) {
       failure(name(), table_->last_error, ErrorKind::kEnvironment)("key_store");
     }
     return d.cache.download();
@@ -407,15 +449,18 @@ class KernelV2 : public KernelUnderTest {
   std::vector<float> paged_logits(const HostLogitsBatch& b) const override {
     if (table_->paged_logits == nullptr) missing(name(), "paged logits");
     const auto fail = failure(name(), table_->last_error, ErrorKind::kBadInput);
-    if (hinted_logits_ == nullptr || b.shared_row_run == 0) {
+    if (native_.hinted_logits == nullptr || b.shared_row_run == 0) {
       return run_paged_logits(table_->paged_logits, b, fail, timer_, warm_timing_);
     }
-    const auto hinted = [&](const dsaf_paged_logits_args_v1* a) { return hinted_logits_(a, b.shared_row_run); };
+    const auto hinted = [&](const dsaf_paged_logits_args_v1* a) { return native_.hinted_logits(a, b.shared_row_run); };
     return run_paged_logits(hinted, b, fail, timer_, warm_timing_);
   }
   std::vector<int32_t> topk(const HostTopKBatch& b) const override {
     if (table_->topk == nullptr) missing(name(), "top-K");
-    return run_topk(table_->topk, b, failure(name(), table_->last_error, ErrorKind::kBadInput), timer_, warm_timing_);
+    const auto fail = failure(name(), table_->last_error, ErrorKind::kBadInput);
+    if (native_.status_topk != nullptr) return run_topk(native_.status_topk, b, fail, timer_, warm_timing_, true);
+    const auto entry = [this](const dsaf_topk_args_v1* a, int32_t*) { return table_->topk(a); };
+    return run_topk(entry, b, fail, timer_, warm_timing_, false);
   }
   double last_device_ms() const override { return timer_.last_ms(); }
   double last_host_ms() const override { return timer_.last_host_ms(); }
@@ -425,7 +470,7 @@ class KernelV2 : public KernelUnderTest {
   const dsaf_kernel_v2* table_;
   std::shared_ptr<Library> library_;
   std::string name_;
-  HintedLogits hinted_logits_;
+  NativeEntries native_;
 };
 
 // Our kernels' ABI table for a schedule known at run time: one instantiation per
@@ -460,6 +505,7 @@ std::unique_ptr<KernelUnderTest> open_builtin(const std::string& spec) {
   int lanes = kAutoLanesPerHead;
   bool one_block = false;
   KeyTileWalk walk = KeyTileWalk::kHandOut;
+  bool walk_named = false;
   bool topk_by_index = false;
   for (size_t at = colon; at != std::string::npos;) {
     const size_t next = spec.find(':', at + 1);
@@ -471,10 +517,13 @@ std::unique_ptr<KernelUnderTest> open_builtin(const std::string& spec) {
       one_block = true;
     } else if (knob == to_string(KeyTileWalk::kBatchOrder)) {
       walk = KeyTileWalk::kBatchOrder;
+      walk_named = true;
     } else if (knob == to_string(KeyTileWalk::kTileOrder)) {
       walk = KeyTileWalk::kTileOrder;
+      walk_named = true;
     } else if (knob == to_string(KeyTileWalk::kHandOut)) {
       walk = KeyTileWalk::kHandOut;
+      walk_named = true;
     } else if (knob == "by-index") {
       topk_by_index = true;
     } else {
@@ -483,11 +532,18 @@ std::unique_ptr<KernelUnderTest> open_builtin(const std::string& spec) {
     }
   }
   const bool fast = base == "builtin-fast";
-  const dsaf_kernel_v2* table = one_block ? (fast ? builtin_table<1, true>(lanes, walk) : builtin_table<1, false>(lanes, walk))
-                                          : (fast ? builtin_table<0, true>(lanes, walk) : builtin_table<0, false>(lanes, walk));
+  const auto table_for = [&](KeyTileWalk w) {
+    return one_block ? (fast ? builtin_table<1, true>(lanes, w) : builtin_table<1, false>(lanes, w))
+                     : (fast ? builtin_table<0, true>(lanes, w) : builtin_table<0, false>(lanes, w));
+  };
+  const dsaf_kernel_v2* table = table_for(walk);
   if (topk_by_index) table = with_topk_by_index(table);
-  return std::make_unique<KernelV2>(table, nullptr, spec,
-                                    fast ? &abi_paged_logits_hinted<true> : &abi_paged_logits_hinted<false>);
+  NativeEntries native;
+  native.hinted_logits = fast ? &abi_paged_logits_hinted<true> : &abi_paged_logits_hinted<false>;
+  native.status_topk =
+      topk_by_index ? &abi_topk_with_status<TopKOrder::kByIndex> : &abi_topk_with_status<TopKOrder::kByScore>;
+  if (!walk_named) native.batch_order_keys = table_for(KeyTileWalk::kBatchOrder);
+  return std::make_unique<KernelV2>(table, nullptr, spec, native);
 }
 
 }  // namespace

@@ -357,6 +357,7 @@ std::vector<uint8_t> DeviceSequence::store(std::vector<uint8_t> cache, const std
     b.positions.clear();
     for (int64_t t = begin; t < begin + count; ++t) b.positions.push_back(static_cast<int32_t>(positions[t]));
     b.seq.assign(seq.begin() + begin, seq.begin() + begin + count);
+    b.repeated_positions = dev::repeated_positions_of(b.positions);  // the study knows its batch
     b.cache = std::move(cache);
     const double bytes = static_cast<double>(count) * (kHeadDim * (b.bf16 ? 2 : 4) + row_bytes);
     cache = timed(timings_, "keys", kernel, bytes, [&] { return kernel.key_store(b); });
@@ -398,6 +399,7 @@ DeviceSequence::PlantedKeys DeviceSequence::plant_keys(const std::vector<int64_t
     const int64_t page = page_of(c);
     std::vector<int32_t> table(page_table_);
     table[page] = static_cast<int32_t>(pages() + c);
+    planted.pages.push_back(page);
     tables.insert(tables.end(), table.begin(), table.end());
     planted.page_tables.insert(planted.page_tables.end(), table.begin(), table.end());
     for (int64_t t = page * page_size_; t < page_end(page); ++t, ++next) {
@@ -437,26 +439,54 @@ dev::HostQueryResult DeviceSequence::queries(const std::vector<int64_t>& input_t
 
 std::vector<float> DeviceSequence::logits(const std::vector<uint8_t>& cache, const dev::HostQueryResult& q,
                                           const std::vector<int32_t>& valid) const {
-  return score(cache, page_table_, std::vector<int32_t>(valid.size(), 0), q, valid);
+  return score(cache, page_table_, pages(), n_, std::vector<int32_t>(valid.size(), 0), q, valid);
 }
+
+namespace {
+
+// Query row 0 of `q`, `count` times.
+dev::HostQueryResult first_row_times(const dev::HostQueryResult& q, int64_t count, int heads,
+                                     const ref::Recipe& recipe) {
+  const size_t vb = ref::value_bytes_per_head(recipe.query_quant.format) * heads;
+  const size_t sb = ref::scale_bytes_per_head(recipe.query_quant.format) * heads;
+  dev::HostQueryResult rows;
+  for (int64_t c = 0; c < count; ++c) {
+    rows.values.insert(rows.values.end(), q.values.begin(), q.values.begin() + vb);
+    rows.scales.insert(rows.scales.end(), q.scales.begin(), q.scales.begin() + sb);
+    rows.weights.insert(rows.weights.end(), q.weights.begin(), q.weights.begin() + heads);
+  }
+  return rows;
+}
+
+}  // namespace
 
 std::vector<float> DeviceSequence::logits(const PlantedKeys& planted, const dev::HostQueryResult& q) const {
   const int H = acts_.num_heads();
-  const size_t vb = ref::value_bytes_per_head(recipe_.query_quant.format) * H;
-  const size_t sb = ref::scale_bytes_per_head(recipe_.query_quant.format) * H;
-  dev::HostQueryResult rows;
-  std::vector<int32_t> row_seq;
+  // The context's row: its pages come first in the planted cache, through the identity table.
+  const std::vector<float> context =
+      score(planted.cache, page_table_, pages(), n_, {0}, first_row_times(q, 1, H, recipe_), {static_cast<int32_t>(n_)});
+  // Case c's page alone: a sequence of one page, the case's private copy, its tokens valid.
+  std::vector<int32_t> tables, seq, valid;
   for (int64_t c = 0; c < planted.cases; ++c) {
-    rows.values.insert(rows.values.end(), q.values.begin(), q.values.begin() + vb);
-    rows.scales.insert(rows.scales.end(), q.scales.begin(), q.scales.begin() + sb);
-    rows.weights.insert(rows.weights.end(), q.weights.begin(), q.weights.begin() + H);
-    row_seq.push_back(static_cast<int32_t>(c));
+    const int64_t first = planted.pages[c] * page_size_;
+    tables.push_back(static_cast<int32_t>(pages() + c));
+    seq.push_back(static_cast<int32_t>(c));
+    valid.push_back(static_cast<int32_t>(std::min<int64_t>(n_, first + page_size_) - first));
   }
-  return score(planted.cache, planted.page_tables, row_seq, rows,
-               std::vector<int32_t>(planted.cases, static_cast<int32_t>(n_)));
+  const std::vector<float> page_rows =
+      score(planted.cache, tables, 1, page_size_, seq, first_row_times(q, planted.cases, H, recipe_), valid);
+  std::vector<float> rows(static_cast<size_t>(planted.cases) * n_);
+  for (int64_t c = 0; c < planted.cases; ++c) {
+    float* row = rows.data() + c * n_;
+    std::copy(context.begin(), context.end(), row);
+    const float* page = page_rows.data() + c * page_size_;
+    std::copy(page, page + valid[c], row + planted.pages[c] * page_size_);
+  }
+  return rows;
 }
 
 std::vector<float> DeviceSequence::score(const std::vector<uint8_t>& cache, const std::vector<int32_t>& page_tables,
+                                         int64_t page_table_stride, int64_t max_context,
                                          const std::vector<int32_t>& row_seq, const dev::HostQueryResult& q,
                                          const std::vector<int32_t>& valid) const {
   const dev::KernelUnderTest& kernel = *kernels_.logits;
@@ -473,16 +503,25 @@ std::vector<float> DeviceSequence::score(const std::vector<uint8_t>& cache, cons
   b.cache = cache;
   b.page_size = page_size_;
   b.page_tables = page_tables;
-  b.page_table_stride = pages();
-  b.max_context = n_;
+  b.page_table_stride = page_table_stride;
+  b.max_context = max_context;
   // The study is its kernel's own caller and knows its rows: queries of one sequence, or
-  // a needle's cases each in a sequence of its own (our kernels take the hint natively;
+  // a needle's pages each in a sequence of its own (our kernels take the hint natively;
   // a plug-in, through the ABI, never sees it).
   b.shared_row_run = dev::shared_row_run_of(row_seq.data(), static_cast<int>(row_seq.size()));
   const int row_bytes = ref::value_bytes_per_head(b.k_format) + ref::scale_bytes_per_head(b.k_format);
+  // Every cache page the rows read, once, up to the furthest token any row reads in it.
+  const ref::PagedCacheLayout layout(b.k_format, page_size_);
+  std::vector<int64_t> tokens_read(cache.size() / layout.page_bytes());
+  for (size_t i = 0; i < row_seq.size(); ++i) {
+    for (int64_t first = 0; first < valid[i]; first += page_size_) {
+      const int32_t page = page_tables[row_seq[i] * page_table_stride + first / page_size_];
+      tokens_read[page] = std::max<int64_t>(tokens_read[page], std::min<int64_t>(page_size_, valid[i] - first));
+    }
+  }
+  const double keys_read = static_cast<double>(std::accumulate(tokens_read.begin(), tokens_read.end(), int64_t{0}));
   const double bytes = static_cast<double>(q.values.size() + q.scales.size() + 4 * q.weights.size()) +
-                       static_cast<double>(*std::max_element(valid.begin(), valid.end())) * row_bytes +
-                       4.0 * static_cast<double>(valid.size()) * static_cast<double>(n_);
+                       keys_read * row_bytes + 4.0 * static_cast<double>(valid.size()) * static_cast<double>(max_context);
   // A multiply-add per head, dim, row and key scored; on the tensor cores of the cache's
   // format under the bounded contract, on fp32 FMA lanes in exact order.
   double keys_scored = 0.0;

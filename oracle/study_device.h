@@ -157,6 +157,7 @@ class DeviceSequence {
   struct PlantedKeys {
     std::vector<uint8_t> cache;        // this sequence's pages, then case c's page at pages() + c
     std::vector<int32_t> page_tables;  // [cases][pages()]: case c's table
+    std::vector<int64_t> pages;        // [cases]: the page case c swaps for its copy
     int64_t cases = 0;
     const int32_t* table_of(int64_t c) const { return page_tables.data() + c * (page_tables.size() / cases); }
   };
@@ -166,7 +167,12 @@ class DeviceSequence {
   // Logits [rows][n] of the query rows over `cache`; row i scores keys [0, valid[i]).
   std::vector<float> logits(const std::vector<uint8_t>& cache, const dev::HostQueryResult& q,
                             const std::vector<int32_t>& valid) const;
-  // Logits [cases][n] in one call: row c is query row 0 of `q` over case c's cache, all n keys.
+  // Logits [cases][n]: row c is query row 0 of `q` over case c's cache, all n keys. Two
+  // calls: the row over the context once, and a row a case over its page alone (a sequence
+  // of one page: its private copy); row c is the context's row with its page's scores from
+  // the second call. Both logits contracts are per key — a key's score is a function of the
+  // query row and that key's cache row — so these are the scores a call over case c's whole
+  // table gives, read from the same cache bytes, for 1 + 1/n-th of a row a case of scoring.
   std::vector<float> logits(const PlantedKeys& planted, const dev::HostQueryResult& q) const;
   // The top-K kernel's entries [rows][k] over logits [rows][n].
   std::vector<int32_t> topk(const std::vector<float>& logits, const std::vector<int32_t>& valid, int k) const;
@@ -181,10 +187,11 @@ class DeviceSequence {
                              const std::vector<int32_t>& seq, const std::vector<int32_t>& page_tables,
                              const float* inputs) const;
   // The logits kernel's call: query rows q over `cache`, row i through page table
-  // row_seq[i] of `page_tables`, scoring keys [0, valid[i]).
+  // row_seq[i] of `page_tables` (rows of page_table_stride entries), scoring keys
+  // [0, valid[i]) of rows of max_context logits.
   std::vector<float> score(const std::vector<uint8_t>& cache, const std::vector<int32_t>& page_tables,
-                           const std::vector<int32_t>& row_seq, const dev::HostQueryResult& q,
-                           const std::vector<int32_t>& valid) const;
+                           int64_t page_table_stride, int64_t max_context, const std::vector<int32_t>& row_seq,
+                           const dev::HostQueryResult& q, const std::vector<int32_t>& valid) const;
   StageKernels kernels_;
   const ref::Recipe& recipe_;
   const ActivationSource& acts_;

@@ -322,9 +322,11 @@ int abi_paged_logits(const dsaf_paged_logits_args_v1* a) {
 }
 
 // kOrder: the ordered contract's order (kByScore) or each row's positions ascending
-// (kByIndex, declared under the set contract: with_topk_by_index).
+// (kByIndex, declared under the set contract: with_topk_by_index). `row_status`: null, the
+// ABI's synchronous call (the rows' statuses checked before it returns), or [rows] for the
+// statuses, which the caller checks (check_topk_row_statuses) after the call, unsynchronised.
 template <TopKOrder kOrder = TopKOrder::kByScore>
-int abi_topk(const dsaf_topk_args_v1* a) {
+int abi_topk_with_status(const dsaf_topk_args_v1* a, int32_t* row_status) {
   try {
     TopKArgs args;
     args.order = kOrder;
@@ -334,12 +336,18 @@ int abi_topk(const dsaf_topk_args_v1* a) {
     args.valid_lengths = a->valid_lengths;
     args.k = a->k;
     args.indices = a->indices;
+    args.row_status = row_status;
     launch_topk(args);
     return 0;
   } catch (const std::exception& e) {
     abi_last_error() = e.what();
     return 1;
   }
+}
+
+template <TopKOrder kOrder = TopKOrder::kByScore>
+int abi_topk(const dsaf_topk_args_v1* a) {
+  return abi_topk_with_status<kOrder>(a, nullptr);
 }
 
 template <bool kFast>

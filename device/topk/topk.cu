@@ -210,13 +210,17 @@ void launch_topk(const TopKArgs& args, int blocks_per_row) {
   std::vector<int32_t> statuses(args.rows);
   check_cuda(cudaMemcpy(statuses.data(), status, sizeof(int32_t) * args.rows, cudaMemcpyDeviceToHost),
              "topk_kernel");
-  for (int r = 0; r < args.rows; ++r) {
+  check_topk_row_statuses(statuses, args.row_stride);
+}
+
+void check_topk_row_statuses(const std::vector<int32_t>& statuses, int64_t row_stride) {
+  for (size_t r = 0; r < statuses.size(); ++r) {
     switch (static_cast<TopKRowStatus>(statuses[r])) {
       case TopKRowStatus::kOk: continue;
       case TopKRowStatus::kNaN: throw_bad_input("top-K: row " + std::to_string(r) + " has a NaN score");
       case TopKRowStatus::kBadLength:
         throw_bad_input("top-K: row " + std::to_string(r) + " has a valid length outside [0, min(row stride " +
-                        std::to_string(args.row_stride) + ", " + std::to_string(kTopKMaxRowLength) + ")]");
+                        std::to_string(row_stride) + ", " + std::to_string(kTopKMaxRowLength) + ")]");
       default:
         throw Error(ErrorKind::kInternal,
                     "top-K: row " + std::to_string(r) + ": the selection count or buffer self-check failed");

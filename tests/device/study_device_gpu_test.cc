@@ -9,6 +9,7 @@
 //  - `sweep --device gpu` with a gallery plug-in (docs/gallery.md) stops with exit 1 and
 //    the located mismatch; with no rechecks it runs to the end and shows what the bug
 //    costs.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -91,7 +92,7 @@ TEST_F(StudyDeviceGpu, ExactOrderKernelsGiveTheCpuNeedle) {
   NeedleConfig cpu;
   cpu.recipes = {ref::preset("sglang-v4-fp8"), ref::preset("sglang-v4-bf16"), ref::preset("dsv32-ref")};
   cpu.contexts = {3000};
-  cpu.depths = {0.1, 0.6};
+  cpu.depths = {0.1, 0.6, 0.999};  // 0.999: the context's last page, 56 of its 64 tokens
   cpu.margins = {0.0, 0.5, 1.5};
   cpu.topk = 128;
   cpu.reference_context = 1000;
@@ -201,6 +202,126 @@ TEST_F(StudyDeviceGpu, AHintedLogitsCallGivesTheRoutedOnesBytes) {
         ASSERT_TRUE(std::isfinite(v) && v != 0.0f) << name << " row " << r << " key " << s << ": " << v;
       }
     }
+  }
+}
+
+// The needle's logits: the context's row once and each case's page alone, spliced
+// (DeviceSequence::logits). Under the bounded contract too, every case's row is the bytes
+// of a call over the case's whole page table (the same call before the splice), its
+// needle's page the context's last, partial one among them.
+TEST_F(StudyDeviceGpu, ANeedlesSplicedRowsAreTheWholeTablesBytes) {
+  const auto fast = dev::open_kernel("builtin-fast");
+  const auto acts = rounded_queries();
+  StudyDevice device;
+  device.kernel = fast.get();
+  device.fallback = fast.get();
+  constexpr int64_t kContext = 3000;
+  for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "dsv32-ref"}) {
+    const ref::Recipe& recipe = ref::preset(name);
+    const ref::RopeTable rope(recipe.rope.table, kContext);
+    const StageKernels kernels = stage_kernels(device, recipe, 128, kContext, kNeedlePageSize);
+    const DeviceSequence sequence(kernels, recipe, *acts, kContext, kNeedlePageSize, rope, nullptr,
+                                  DeviceSequence::ContextStore::kWithPlants);
+    const std::vector<int64_t> positions = {5, 1500, 1530, 2999};
+    std::vector<float> needles(positions.size() * ref::kHeadDim);
+    acts->key_input(77, needles.data());
+    for (size_t c = 1; c < positions.size(); ++c) acts->key_input(900 + c, needles.data() + c * ref::kHeadDim);
+    const DeviceSequence::PlantedKeys planted = sequence.plant_keys(positions, needles.data());
+    const dev::HostQueryResult q = sequence.queries({kContext - 1}, {kContext - 1});
+    const std::vector<float> spliced = sequence.logits(planted, q);
+    // The whole tables, as one call.
+    dev::HostLogitsBatch b;
+    b.q_format = recipe.query_quant.format;
+    b.k_format = recipe.key_quant.format;
+    b.accum = recipe.score;
+    b.num_heads = acts->num_heads();
+    b.cache = planted.cache;
+    b.page_size = kNeedlePageSize;
+    b.page_tables = planted.page_tables;
+    b.page_table_stride = sequence.pages();
+    b.max_context = kContext;
+    for (int64_t c = 0; c < planted.cases; ++c) {
+      b.q_values.insert(b.q_values.end(), q.values.begin(), q.values.end());
+      b.q_scales.insert(b.q_scales.end(), q.scales.begin(), q.scales.end());
+      b.weights.insert(b.weights.end(), q.weights.begin(), q.weights.end());
+      b.row_seq.push_back(static_cast<int32_t>(c));
+      b.row_valid.push_back(static_cast<int32_t>(kContext));
+    }
+    const std::vector<float> whole = fast->paged_logits(b);
+    ASSERT_EQ(spliced.size(), whole.size());
+    EXPECT_EQ(std::memcmp(spliced.data(), whole.data(), whole.size() * sizeof(float)), 0) << name;
+    // The splice took each needle's own score: it differs from the context's at its slot.
+    for (int64_t c = 0; c < planted.cases; ++c) {
+      const float* row = spliced.data() + c * kContext;
+      EXPECT_NE(row[positions[c]], spliced[((c + 1) % planted.cases) * kContext + positions[c]]) << name << " case " << c;
+    }
+  }
+}
+
+// The study passes its batch's repeat count (HostKeyBatch::repeated_positions), on which our
+// kernels walk a batch that repeats few positions in batch order; verify passes none, and
+// the ABI's hand-out walk runs. No walk changes a byte.
+TEST_F(StudyDeviceGpu, AKeyStoreCallWithItsRepeatCountGivesTheAbiCallsBytes) {
+  const auto ours = dev::open_kernel("builtin");
+  const auto batch_order = dev::open_kernel("builtin:batch-order");  // a named walk: no switch
+  const auto acts = rounded_queries();
+  constexpr int kPage = 64;
+  for (const char* name : {"sglang-v4-fp8", "sglang-v4-bf16", "dsv32-ref"}) {
+    const ref::Recipe& recipe = ref::preset(name);
+    for (const int copies : {1, 8}) {  // every position once (batch order), or 8 times (the ABI's walk)
+      constexpr int kLen = 2000;
+      const ref::RopeTable rope(recipe.rope.table, kLen);
+      dev::HostKeyBatch b;
+      b.bf16 = false;
+      b.page_size = kPage;
+      b.page_table_stride = (kLen + kPage - 1) / kPage;
+      for (int s = 0; s < copies; ++s) {
+        for (int64_t p = 0; p < b.page_table_stride; ++p) b.page_tables.push_back(static_cast<int32_t>(s * b.page_table_stride + p));
+        for (int t = 0; t < kLen; ++t) {
+          b.positions.push_back(t);
+          b.seq.push_back(s);
+          std::vector<float> in(ref::kHeadDim);
+          acts->key_input(s * kLen + t, in.data());
+          b.input_f32.insert(b.input_f32.end(), in.begin(), in.end());
+        }
+      }
+      b.rope_cos.assign(rope.cos(0), rope.cos(0) + kLen * 32);
+      b.rope_sin.assign(rope.sin(0), rope.sin(0) + kLen * 32);
+      if (acts->norm_weight() != nullptr) b.norm_weight.assign(acts->norm_weight(), acts->norm_weight() + ref::kHeadDim);
+      if (acts->norm_bias() != nullptr) b.norm_bias.assign(acts->norm_bias(), acts->norm_bias() + ref::kHeadDim);
+      b.recipe = recipe;
+      const ref::PagedCacheLayout layout(recipe.key_quant.format, kPage);
+      b.cache.assign(copies * b.page_table_stride * layout.page_bytes(), 0);
+      b.repeated_positions = -1;
+      const std::vector<uint8_t> abi = ours->key_store(b);
+      b.repeated_positions = dev::repeated_positions_of(b.positions);
+      EXPECT_EQ(b.repeated_positions, int64_t{copies - 1} * kLen);
+      const std::vector<uint8_t> hinted = ours->key_store(b);
+      EXPECT_EQ(hinted, abi) << name << ", " << copies << " copies";
+      EXPECT_EQ(batch_order->key_store(b), abi) << name << ", " << copies << " copies";
+      EXPECT_NE(std::count(abi.begin(), abi.end(), uint8_t{0}), static_cast<std::ptrdiff_t>(abi.size())) << name;
+    }
+  }
+}
+
+// Our top-K checks its rows' statuses after the timed call (run_topk), not inside it; a
+// NaN score is still the caller's bad input, named by its row.
+TEST_F(StudyDeviceGpu, OurTopKStillNamesTheRowWithANaNScore) {
+  const auto ours = dev::open_kernel("builtin");
+  dev::HostTopKBatch b;
+  b.row_stride = 70000;
+  b.k = 64;
+  b.valid_lengths = {70000, 70000, 70000};
+  b.scores.resize(3 * 70000);
+  for (size_t i = 0; i < b.scores.size(); ++i) b.scores[i] = static_cast<float>((i * 7919) % 10007);
+  EXPECT_EQ(ours->topk(b).size(), 3u * 64);
+  b.scores[70000 + 123] = std::nanf("");
+  try {
+    ours->topk(b);
+    ADD_FAILURE() << "no error for a NaN score";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("row 1 has a NaN score"), std::string::npos) << e.what();
   }
 }
 
