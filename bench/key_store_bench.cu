@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
     // launch alone between two events (the device's time for one call, idle start
     // included); then the usual 10-call median.
     if (std::getenv("DSAF_BENCH_LAUNCH_PROBE") != nullptr) {
-      const int lanes = dev::fastest_key_lanes(a.recipe);
+      const int lanes = dev::fastest_key_lanes(a.recipe, a.input_bf16);
       for (int i = 0; i < 3; ++i) dev::launch_key_store(a, at_width(batch_order, lanes));
       BENCH_CHECK(cudaDeviceSynchronize());
       const auto t0 = std::chrono::steady_clock::now();
@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
     }
     for (int lanes : {1, 2, 4, 8}) {
       const float ms = bench::median_ms([&] { dev::launch_key_store(a, at_width(batch_order, lanes)); }, 21, kCallsPerTiming);
-      const int tile_tokens = dev::key_store_tile_tokens(a.recipe, lanes);
+      const int tile_tokens = dev::key_store_tile_tokens(a.recipe, lanes, a.input_bf16);
       const size_t scratch_bytes = dev::key_tile_order_scratch_bytes(kTokens, tile_tokens);
       bench::DeviceArray<int32_t> order((kTokens + tile_tokens - 1) / tile_tokens);
       bench::DeviceArray<uint8_t> scratch(scratch_bytes);
@@ -374,7 +374,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       const float handed_ms = bench::median_ms([&] { dev::launch_key_store(a, handed); }, 21, kCallsPerTiming);
-      if (lanes == dev::fastest_key_lanes(a.recipe)) {
+      if (lanes == dev::fastest_key_lanes(a.recipe, a.input_bf16)) {
         fused_ms = ms, tile_order_ms = ordered_ms, order_build_ms = build_ms, hand_out_ms = handed_ms;
         // How many tiles per warp the hand-out keeps back (api.h; the default above).
         std::string sweep;
@@ -449,7 +449,7 @@ int main(int argc, char** argv) {
                   "\"tile_order_hand_out_fraction_of_copy\": %.3f, \"tile_order_hand_out_ms_by_lanes_per_head\": {%s}, "
                   "\"hand_out_tiles_per_warp\": %d}",
                   first ? "" : ",", name.c_str(), token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
-                  unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe), path.c_str(), widths.c_str(), twin_ms,
+                  unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe, a.input_bf16), path.c_str(), widths.c_str(), twin_ms,
                   copy_fraction(twin_ms), twin_no_rope_ms, copy_fraction(twin_no_rope_ms), tile_order_ms,
                   copy_fraction(tile_order_ms), order_build_ms, ordered_widths.c_str(), hand_out_ms,
                   copy_fraction(hand_out_ms), hand_out_widths.c_str(), dev::KeyStoreSchedule{}.hand_out_tiles_per_warp);

@@ -60,7 +60,7 @@ struct KeyStoreArgs {
 // How the key kernel's persistent warps share out a batch. Tuning only: no schedule
 // changes a byte of the cache (tests/device/key_store_gpu_test.cu and the device property
 // check every kind), each changes the time. The kernel computes the batch in tiles of
-// key_store_tile_tokens(recipe, lanes_per_head) consecutive tokens (the last one may be
+// key_store_tile_tokens(recipe, lanes_per_head, input_bf16) consecutive tokens (the last one may be
 // short), on persistent warps:
 //  - batch order (no tile_order): warp g of W takes tiles g, g + W, g + 2W, ...;
 //  - tile order: tile_order, a permutation of all [0, tiles) (build_key_tile_order builds
@@ -131,8 +131,8 @@ class KeyTileOrderCache {
 };
 
 // Tokens per tile of the key kernel at a lane-group width (kAutoLanesPerHead: the width
-// launch_key_store picks for the recipe): 32 / lanes.
-int key_store_tile_tokens(const ref::RecipeFields& recipe, int lanes_per_head);
+// launch_key_store picks for the recipe and input): 32 / lanes.
+int key_store_tile_tokens(const ref::RecipeFields& recipe, int lanes_per_head, bool input_bf16);
 // Device scratch bytes build_key_tile_order needs.
 size_t key_tile_order_scratch_bytes(int64_t num_tokens, int tile_tokens);
 // Writes to `order` (device, ceil(num_tokens / tile_tokens) entries) the tiles of
@@ -173,8 +173,10 @@ struct QueryArgs {
 // `lanes_per_head` (1, 2, 4 or 8) is how many lanes share one 128-value head: a
 // tuning knob with no effect on any result bit (device/head/head_io.cuh);
 // bench/key_store_bench.cu measures them all. kAutoLanesPerHead picks the width measured
-// fastest for the recipe (fastest_key_lanes), or for the query kernel kDefaultLanesPerHead.
-int fastest_key_lanes(const ref::RecipeFields& recipe);
+// fastest for the recipe and input dtype (fastest_key_lanes: bf16 input is staged, fp32
+// input is not, and the fastest width differs), or for the query kernel
+// kDefaultLanesPerHead.
+int fastest_key_lanes(const ref::RecipeFields& recipe, bool input_bf16);
 void launch_key_store(const KeyStoreArgs& args, const KeyStoreSchedule& schedule = {});
 void launch_query_quant(const QueryArgs& args, int lanes_per_head = kAutoLanesPerHead);  // auto: 8
 // Which key-kernel instantiation launch_key_store uses for a recipe: the name of the

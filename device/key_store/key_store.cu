@@ -39,7 +39,7 @@ void check_schedule(const KeyStoreArgs& args, const KeyStoreSchedule& s, int lan
     throw_bad_input("key_store: hand_out_tiles_per_warp must be at least 1, got " +
                     std::to_string(s.hand_out_tiles_per_warp));
   }
-  const int tile_tokens = key_store_tile_tokens(args.recipe, lanes);
+  const int tile_tokens = key_store_tile_tokens(args.recipe, lanes, args.input_bf16);
   if (s.tile_order != nullptr && s.tile_order_tokens != tile_tokens) {
     throw_bad_input("key_store: the tile order was built for tiles of " + std::to_string(s.tile_order_tokens) +
                     " tokens; this launch computes tiles of " + std::to_string(tile_tokens));
@@ -49,10 +49,13 @@ void check_schedule(const KeyStoreArgs& args, const KeyStoreSchedule& s, int lan
 }  // namespace
 
 // The generic kernel's widths (recipes without a pinned path) were measured once on the
-// H200 for the recipes that now have pinned paths; they are kept as its defaults.
-int fastest_key_lanes(const ref::RecipeFields& recipe) {
+// H200 for the recipes that now have pinned paths, with bf16 input; they are kept as its
+// defaults for either input.
+int fastest_key_lanes(const ref::RecipeFields& recipe, bool input_bf16) {
   const int path = pinned_path_of(recipe);
-  if (path != kGenericKeyPath) return kPinnedKeyPaths[path].fastest_lanes;
+  if (path != kGenericKeyPath) {
+    return input_bf16 ? kPinnedKeyPaths[path].fastest_lanes : kPinnedKeyPaths[path].fp32_input_lanes;
+  }
   switch (recipe.key_quant.format) {
     case ref::StorageFormat::kFp8E4m3fn: return 2;
     case ref::StorageFormat::kFp4E2m1: return 4;
@@ -61,8 +64,8 @@ int fastest_key_lanes(const ref::RecipeFields& recipe) {
   }
 }
 
-int key_store_tile_tokens(const ref::RecipeFields& recipe, int lanes_per_head) {
-  if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = fastest_key_lanes(recipe);
+int key_store_tile_tokens(const ref::RecipeFields& recipe, int lanes_per_head, bool input_bf16) {
+  if (lanes_per_head == kAutoLanesPerHead) lanes_per_head = fastest_key_lanes(recipe, input_bf16);
   int tokens = 0;
   dispatch_lanes(lanes_per_head, "key_store",
                  [&](auto lanes) { tokens = key_kernel::KeyRing<decltype(lanes)::value>::kTokens; });
@@ -84,7 +87,8 @@ void launch_key_store(const KeyStoreArgs& args, const KeyStoreSchedule& schedule
     throw_bad_input("key_store: LayerNorm needs norm_bias");
   }
   const int lanes_per_head =
-      schedule.lanes_per_head == kAutoLanesPerHead ? fastest_key_lanes(args.recipe) : schedule.lanes_per_head;
+      schedule.lanes_per_head == kAutoLanesPerHead ? fastest_key_lanes(args.recipe, args.input_bf16)
+                                                   : schedule.lanes_per_head;
   check_schedule(args, schedule, lanes_per_head);
   if (args.num_tokens == 0) return;
   dispatch_lanes(lanes_per_head, "key_store", [&](auto lanes) {

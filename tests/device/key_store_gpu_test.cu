@@ -71,13 +71,19 @@ TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
   v32 = ref::preset("dsv32-bf16");
   v32.key_norm.order = ref::ReductionOrder::kWarpTree;
   EXPECT_EQ(dev::key_store_path(v32), "generic");
-  // The default widths (docs/key-path-speed.md: the fastest measured on the H200;
-  // sglang-v41-fp4's on an H100).
-  const std::vector<std::pair<const char*, int>> fastest = {
-      {"sglang-v4-fp8", 1}, {"sglang-v4-bf16", 2},   {"sglang-v4-fp4", 1}, {"dsv32-ref", 1}, {"dsv32-bf16", 1},
-      {"sglang-v32-fused", 1}, {"vllm-v32", 1}, {"dsv4-ref", 1}, {"sglang-v41-fp4", 4}};
-  for (const auto& [name, lanes] : fastest) {
-    EXPECT_EQ(dev::fastest_key_lanes(ref::preset(name)), lanes) << name;
+  // The default widths (docs/key-path-speed.md: the fastest measured, bf16 input on the
+  // H200, sglang-v41-fp4's on an H100; fp32 input on an H100), bf16 then fp32 input.
+  struct Widths {
+    const char* name;
+    int bf16_input, fp32_input;
+  };
+  const std::vector<Widths> fastest = {
+      {"sglang-v4-fp8", 1, 2},    {"sglang-v4-bf16", 2, 2}, {"sglang-v4-fp4", 1, 1}, {"dsv32-ref", 1, 2},
+      {"dsv32-bf16", 1, 1},       {"sglang-v32-fused", 1, 1}, {"vllm-v32", 1, 1},    {"dsv4-ref", 1, 1},
+      {"sglang-v41-fp4", 4, 4}};
+  for (const Widths& w : fastest) {
+    EXPECT_EQ(dev::fastest_key_lanes(ref::preset(w.name), true), w.bf16_input) << w.name;
+    EXPECT_EQ(dev::fastest_key_lanes(ref::preset(w.name), false), w.fp32_input) << w.name;
   }
   ref::RecipeFields changed = ref::preset("sglang-v4-fp8");
   changed.rope.fma = ref::ContractedProduct::kNone;
@@ -222,7 +228,7 @@ TEST_P(KeyStoreGpu, MatchesReferenceBytesOnRandomPagedBatches) {
       dev::KeyStoreSchedule schedule;
       schedule.lanes_per_head = lanes;
       schedule.max_blocks = max_blocks;
-      const int tile_tokens = dev::key_store_tile_tokens(args.recipe, lanes);
+      const int tile_tokens = dev::key_store_tile_tokens(args.recipe, lanes, args.input_bf16);
       const int64_t tiles = (T + tile_tokens - 1) / tile_tokens;
       DeviceBuffer<int32_t> d_order(tiles);
       if (order_kind == 1) {
@@ -390,8 +396,8 @@ TEST(KeyStoreArgsCheck, ATileOrderOfAnotherTileSizeIsBadInput) {
   schedule.tile_order = order;
   schedule.tile_order_tokens = 16;  // 2 lanes' tiles; launched at 1 lane (32 tokens)
   EXPECT_NE(refusal_of(args, schedule).find("tile order"), std::string::npos) << refusal_of(args, schedule);
-  EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 1), 32);
-  EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 8), 4);
+  EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 1, true), 32);
+  EXPECT_EQ(dev::key_store_tile_tokens(args.recipe, 8, false), 4);
 }
 
 // Hand-out counters hand out tiles of a tile order: without one they are refused, and so
