@@ -32,10 +32,12 @@ struct PinnedKeyPath {
   bool producer_warps;
   // The fastest width for fp32 input, which is not staged (staging.cuh: each lane reads its
   // part of a token's 512 bytes from global memory as it computes), so the narrowest
-  // widths, whose few warps rely on the staging, lose their lead: sglang-v4-fp8 2 lanes
-  // (2-4% faster than 1), sglang-v4-bf16 2 (level with 1), dsv32-ref 2 (23-27% faster than
-  // the 1-lane producer kernel), one sequence of 128K to 1M tokens (docs/key-path-speed.md).
-  // The others are unmeasured and keep their bf16 width.
+  // widths, whose few warps rely on the staging, lose their lead (docs/key-path-speed.md,
+  // one sequence): sglang-v4-fp8 2 lanes (2-4% faster than 1), sglang-v4-bf16 2 (level with
+  // 1), dsv32-ref 2 (23-27% faster than its 1-lane producer kernel), each from 128K to 1M
+  // tokens; the others at 128K: 2 lanes 12-24% faster than 1 for sglang-v4-fp4, dsv32-bf16,
+  // sglang-v32-fused and vllm-v32, 4 lanes 2-3% faster than 2 for dsv4-ref and
+  // sglang-v41-fp4.
   int fp32_input_lanes;
 };
 
@@ -45,12 +47,12 @@ struct PinnedKeyPath {
 inline constexpr PinnedKeyPath kPinnedKeyPaths[] = {
     {"sglang-v4-fp8", ref::preset_fields::sglang_v4_fp8(), 1, false, 2},
     {"sglang-v4-bf16", ref::preset_fields::sglang_v4_bf16(), 2, false, 2},
-    {"sglang-v4-fp4", ref::preset_fields::sglang_v4_fp4(), 1, false, 1},
+    {"sglang-v4-fp4", ref::preset_fields::sglang_v4_fp4(), 1, false, 2},
     {"dsv32-ref", ref::preset_fields::dsv32_ref(), 1, true, 2},
-    {"dsv32-bf16", ref::preset_fields::dsv32_bf16(), 1, true, 1},
-    {"sglang-v32-fused", ref::preset_fields::sglang_v32_fused(), 1, true, 1},
-    {"vllm-v32", ref::preset_fields::vllm_v32(), 1, true, 1},
-    {"dsv4-ref", ref::preset_fields::dsv4_ref(), 1, true, 1},
+    {"dsv32-bf16", ref::preset_fields::dsv32_bf16(), 1, true, 2},
+    {"sglang-v32-fused", ref::preset_fields::sglang_v32_fused(), 1, true, 2},
+    {"vllm-v32", ref::preset_fields::vllm_v32(), 1, true, 2},
+    {"dsv4-ref", ref::preset_fields::dsv4_ref(), 1, true, 4},
     {"sglang-v41-fp4", ref::preset_fields::sglang_v41_fp4(), 4, false, 4},
 };
 inline constexpr int kNumPinnedKeyPaths = sizeof(kPinnedKeyPaths) / sizeof(kPinnedKeyPaths[0]);

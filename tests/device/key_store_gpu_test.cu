@@ -78,8 +78,8 @@ TEST(KeyStorePaths, PinnedKernelsServeExactlyTheirPresets) {
     int bf16_input, fp32_input;
   };
   const std::vector<Widths> fastest = {
-      {"sglang-v4-fp8", 1, 2},    {"sglang-v4-bf16", 2, 2}, {"sglang-v4-fp4", 1, 1}, {"dsv32-ref", 1, 2},
-      {"dsv32-bf16", 1, 1},       {"sglang-v32-fused", 1, 1}, {"vllm-v32", 1, 1},    {"dsv4-ref", 1, 1},
+      {"sglang-v4-fp8", 1, 2},    {"sglang-v4-bf16", 2, 2}, {"sglang-v4-fp4", 1, 2}, {"dsv32-ref", 1, 2},
+      {"dsv32-bf16", 1, 2},       {"sglang-v32-fused", 1, 2}, {"vllm-v32", 1, 2},    {"dsv4-ref", 1, 4},
       {"sglang-v41-fp4", 4, 4}};
   for (const Widths& w : fastest) {
     EXPECT_EQ(dev::fastest_key_lanes(ref::preset(w.name), true), w.bf16_input) << w.name;
