@@ -380,10 +380,10 @@ struct NativeEntries {
 // The tile order (KeyTileWalk) puts tiles of equal positions side by side so that they
 // share RoPE rows, for the price of building it (a cooperative launch) every call. A batch
 // in which at most 1/kFewRepeats of the tokens repeat a position is walked in batch order:
-// at 0.7% repeats (a 128K needle's key call) batch order took 0.372 ms against the hand-out
-// walk's 0.431 (bench/results/LOG.md, run 201); where every position repeats 16 times
-// (16 x 64K) the hand-out walk is the faster (docs/key-path-speed.md). The bound between
-// is not measured.
+// at 0.7% repeats (a 128K needle's key calls) batch order took 48.0% of copy against the
+// hand-out walk's 41.5% (docs/RESULTS.md); where every position repeats 16 times (16 x 64K)
+// the hand-out walk is the faster (docs/key-path-speed.md). The bound between is not
+// measured.
 inline constexpr int64_t kFewRepeats = 8;
 bool repeats_few_positions(const HostKeyBatch& b) {
   return b.repeated_positions >= 0 &&
