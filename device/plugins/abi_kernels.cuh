@@ -50,6 +50,19 @@ inline std::string& abi_last_error() {
   return message;
 }
 
+// An ABI entry's body run as the ABI reports: its status (0, or 1 for a failure it put in
+// abi_last_error itself), or 1 with the message of an exception it threw (no exception
+// crosses the C ABI).
+template <class Body>
+int abi_status(Body body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    abi_last_error() = e.what();
+    return 1;
+  }
+}
+
 // What a bug does to the cache after our kernel stored it correctly: where each token's
 // value and scale bytes go, and which codes it overwrites.
 struct StoreTamper {
@@ -200,7 +213,7 @@ inline int64_t cache_bytes_named(const KeyStoreArgs& a) {
 
 template <PluginBug kBug, class Call>
 int abi_key_store(const Call* a, const AbiSchedule& s) {
-  try {
+  return abi_status([&] {
     AbiKeyStore k = from_abi_call(*a);
     KeyStoreArgs& args = k.args;
     args.recipe = plugin_recipe<kBug>(args.recipe, PluginPath::kKey);
@@ -243,10 +256,7 @@ int abi_key_store(const Call* a, const AbiSchedule& s) {
       launch_key_store(args, schedule);
       return 0;
     }
-  } catch (const std::exception& e) {
-    abi_last_error() = e.what();
-    return 1;
-  }
+  });
 }
 
 inline ref::RecipeFields query_recipe(const dsaf_query_args_v1& a) { return from_abi(a.recipe); }
@@ -254,7 +264,7 @@ inline ref::RecipeFields query_recipe(const dsaf_query_args_v2& a) { return from
 
 template <PluginBug kBug, class Call>
 int abi_query_quant(const Call* a, int lanes) {
-  try {
+  return abi_status([&] {
     QueryArgs args;
     args.input = a->input;
     args.input_bf16 = a->input_bf16 != 0;
@@ -270,10 +280,7 @@ int abi_query_quant(const Call* a, int lanes) {
     args.recipe = plugin_recipe<kBug>(query_recipe(*a), PluginPath::kQuery);
     launch_query_quant(args, lanes);
     return 0;
-  } catch (const std::exception& e) {
-    abi_last_error() = e.what();
-    return 1;
-  }
+  });
 }
 
 inline const char* abi_error_text() { return abi_last_error().c_str(); }
@@ -284,7 +291,7 @@ inline const char* abi_error_text() { return abi_last_error().c_str(); }
 // ABI carries none, so its entry passes 0 and the fast launcher reads row_seq on the device.
 template <bool kFast>
 int abi_paged_logits_hinted(const dsaf_paged_logits_args_v1* a, int shared_row_run) {
-  try {
+  return abi_status([&] {
     PagedLogitsArgs args;
     args.q_values = a->q_values;
     args.q_scales = a->q_scales;
@@ -309,10 +316,7 @@ int abi_paged_logits_hinted(const dsaf_paged_logits_args_v1* a, int shared_row_r
       launch_paged_logits(args);
     }
     return 0;
-  } catch (const std::exception& e) {
-    abi_last_error() = e.what();
-    return 1;
-  }
+  });
 }
 
 // The scoring ABI's entry point for our paged logits (no row-run hint).
@@ -327,7 +331,7 @@ int abi_paged_logits(const dsaf_paged_logits_args_v1* a) {
 // statuses, which the caller checks (check_topk_row_statuses) after the call, unsynchronised.
 template <TopKOrder kOrder = TopKOrder::kByScore>
 int abi_topk_with_status(const dsaf_topk_args_v1* a, int32_t* row_status) {
-  try {
+  return abi_status([&] {
     TopKArgs args;
     args.order = kOrder;
     args.scores = a->scores;
@@ -339,10 +343,7 @@ int abi_topk_with_status(const dsaf_topk_args_v1* a, int32_t* row_status) {
     args.row_status = row_status;
     launch_topk(args);
     return 0;
-  } catch (const std::exception& e) {
-    abi_last_error() = e.what();
-    return 1;
-  }
+  });
 }
 
 template <TopKOrder kOrder = TopKOrder::kByScore>
