@@ -449,7 +449,8 @@ int main(int argc, char** argv) {
                   "\"tile_order_hand_out_fraction_of_copy\": %.3f, \"tile_order_hand_out_ms_by_lanes_per_head\": {%s}, "
                   "\"hand_out_tiles_per_warp\": %d}",
                   first ? "" : ",", name.c_str(), token_bytes, fused_ms, unfused_ms, bytes, gbps, gbps / copy_gbps,
-                  unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe, a.input_bf16), path.c_str(), widths.c_str(), twin_ms,
+                  unfused_ms / fused_ms, dev::fastest_key_lanes(a.recipe, a.input_bf16), path.c_str(), widths.c_str(),
+                  twin_ms,
                   copy_fraction(twin_ms), twin_no_rope_ms, copy_fraction(twin_no_rope_ms), tile_order_ms,
                   copy_fraction(tile_order_ms), order_build_ms, ordered_widths.c_str(), hand_out_ms,
                   copy_fraction(hand_out_ms), hand_out_widths.c_str(), dev::KeyStoreSchedule{}.hand_out_tiles_per_warp);

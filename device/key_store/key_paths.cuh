@@ -32,12 +32,8 @@ struct PinnedKeyPath {
   bool producer_warps;
   // The fastest width for fp32 input, which is not staged (staging.cuh: each lane reads its
   // part of a token's 512 bytes from global memory as it computes), so the narrowest
-  // widths, whose few warps rely on the staging, lose their lead (docs/key-path-speed.md,
-  // one sequence): sglang-v4-fp8 2 lanes (2-4% faster than 1), sglang-v4-bf16 2 (level with
-  // 1), dsv32-ref 2 (23-27% faster than its 1-lane producer kernel), each from 128K to 1M
-  // tokens; the others at 128K: 2 lanes 12-24% faster than 1 for sglang-v4-fp4, dsv32-bf16,
-  // sglang-v32-fused and vllm-v32, 4 lanes 2-3% faster than 2 for dsv4-ref and
-  // sglang-v41-fp4.
+  // widths, whose few warps rely on the staging, lose their lead; measured per path in the
+  // studies' shape, one sequence (docs/key-path-speed.md, "fp32 input has widths of its own").
   int fp32_input_lanes;
 };
 

@@ -226,8 +226,8 @@ int abi_key_store(const Call* a, const AbiSchedule& s) {
     std::unique_lock<std::mutex> order_lock(orders.mutex, std::defer_lock);  // until the launches are enqueued
     if (s.walk != KeyTileWalk::kBatchOrder && args.num_tokens != 0) {
       order_lock.lock();
-      abi_tile_order_cache(orders).build(args.positions, args.num_tokens, key_store_tile_tokens(args.recipe, s.lanes, args.input_bf16),
-                                         rope_positions, s.walk, schedule);
+      const int tile_tokens = key_store_tile_tokens(args.recipe, s.lanes, args.input_bf16);
+      abi_tile_order_cache(orders).build(args.positions, args.num_tokens, tile_tokens, rope_positions, s.walk, schedule);
     }
     constexpr StoreTamper kTamper = store_tamper<kBug>();
     if constexpr (kTamper.active) {
