@@ -5,7 +5,10 @@
 //                                                   x 64K positions, pages of 64, shuffled
 //   peer_bench OUT.json topk ROWS LENGTH K KERNEL... top-K of fp32 rows of LENGTH scores
 // KERNEL: "builtin" (our kernels, the default schedule), "builtin:by-index" (the same with
-// top-K rows as positions in ascending order, no final sort) or a plug-in's path.
+// top-K rows as positions in ascending order, no final sort) or a plug-in's path; for
+// top-K also "builtin:async" and "builtin:by-index:async": our top-K as the studies call
+// it, the rows' statuses written to a device array and checked after the timed calls,
+// where the ABI's call waits for the kernel to check them before it returns.
 // Key-store calls repeat one batch: our table keeps its tile order from one call to the
 // next when the positions are the same (device/plugins/abi_kernels.cuh).
 // DSAF_PEER_NEW_POSITIONS=1 alternates two batches of the same tokens, the first 64 in
@@ -51,14 +54,29 @@ constexpr int kPage = 64;
 struct Kernel {
   std::string spec;
   const dsaf_kernel_v2* table = nullptr;
+  int (*topk)(const dsaf_topk_args_v1*) = nullptr;  // the table's, or an :async call below
 };
+
+// The rows' statuses of the :async calls ([rows], allocated by bench_topk).
+int32_t* async_status = nullptr;
+
+template <dev::TopKOrder kOrder>
+int topk_async(const dsaf_topk_args_v1* a) {
+  return dev::abi_topk_with_status<kOrder>(a, async_status);
+}
 
 // Our table, or the plug-in's; exits 2 with a message when it cannot be had.
 Kernel open(const std::string& spec) {
-  if (spec == "builtin" || spec == "builtin:by-index") {
+  const bool async = spec == "builtin:async" || spec == "builtin:by-index:async";
+  if (spec == "builtin" || spec == "builtin:by-index" || async) {
     const dsaf_kernel_v2* table =
         dev::abi_table_v2<dev::kAutoLanesPerHead, 0, dev::KeyTileWalk::kHandOut, false>("builtin");
-    return {spec, spec == "builtin" ? table : dev::with_topk_by_index(table)};
+    const bool by_score = spec == "builtin" || spec == "builtin:async";
+    if (!by_score) table = dev::with_topk_by_index(table);
+    auto* topk = !async ? table->topk
+                 : by_score ? &topk_async<dev::TopKOrder::kByScore>
+                            : &topk_async<dev::TopKOrder::kByIndex>;
+    return {spec, table, topk};
   }
   void* lib = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
@@ -71,7 +89,7 @@ Kernel open(const std::string& spec) {
     std::fprintf(stderr, "peer_bench: %s has no version-2 table\n", spec.c_str());
     std::exit(2);
   }
-  return {spec, table};
+  return {spec, table, table->topk};
 }
 
 template <class T>
@@ -255,6 +273,7 @@ std::string bench_topk(int rows, int length, int k, const std::vector<Kernel>& k
   a.valid_lengths = upload(std::vector<int32_t>(rows, length));
   a.k = k;
   BENCH_CHECK(cudaMalloc(&a.indices, static_cast<size_t>(rows) * k * sizeof(int32_t)));
+  BENCH_CHECK(cudaMalloc(&async_status, static_cast<size_t>(rows) * sizeof(int32_t)));
   const double bytes = static_cast<double>(rows) * (4.0 * length + 4.0 * k);
   std::string json;
   std::vector<int32_t> first;
@@ -263,13 +282,13 @@ std::string bench_topk(int rows, int length, int k, const std::vector<Kernel>& k
       std::printf("topk %-60s does not take K = %d: skipped\n", kernel.table->name, k);
       continue;
     }
-    if (kernel.table->topk(&a) != 0 || cudaDeviceSynchronize() != cudaSuccess) {  // a refusal: the others still run
+    if (kernel.topk(&a) != 0 || cudaDeviceSynchronize() != cudaSuccess) {  // a refusal: the others still run
       std::printf("topk %-60s refused [%d x %d] K=%d: %s\n", kernel.table->name, rows, length, k,
                   kernel.table->last_error());
       continue;
     }
     const auto call = [&] {
-      if (kernel.table->topk(&a) != 0) {
+      if (kernel.topk(&a) != 0) {
         std::fprintf(stderr, "peer_bench: %s: %s\n", kernel.spec.c_str(), kernel.table->last_error());
         std::exit(2);
       }
@@ -289,6 +308,14 @@ std::string bench_topk(int rows, int length, int k, const std::vector<Kernel>& k
     const std::string same = first.empty() ? "null" : (indices == first ? "true" : "false");
     if (first.empty()) first = indices;
     const float ms = bench::median_ms(call, runs(), 1, warmups());
+    if (kernel.topk != kernel.table->topk) {  // :async: the timed calls' row statuses
+      try {
+        dev::check_topk_row_statuses(download(async_status, static_cast<size_t>(rows)), length);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "peer_bench: %s: %s\n", kernel.spec.c_str(), e.what());
+        std::exit(2);
+      }
+    }
     const char* label = kernel.spec.rfind("builtin", 0) == 0 ? kernel.spec.c_str() : kernel.table->name;
     std::printf("topk [%d x %d] K=%-5d %-52s %.4f ms  %.0f%% of copy  same set as first: %s; against the exact "
                 "sets: %lld rows wrong, %lld keys missing\n",

@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -84,11 +82,6 @@ void launch_cluster(const TopKArgs& args, int32_t* status) {
   check_cuda(cudaLaunchKernelEx(&config, kernel, args, status), "topk_kernel launch");
 }
 
-// The stream-ordered pool's memory, freed in stream order after the kernel that uses it.
-struct CudaFreeAsync {
-  void operator()(void* p) const { cudaFreeAsync(p, nullptr); }
-};
-
 // The grid path's per-row records on the current device, for as many rows as its blocks
 // can be (rows x G <= the resident blocks): allocated at a device's first grid launch,
 // GridRowZeroed zeroed then, kept for the process. Every launch leaves GridRowZeroed zeroed
@@ -142,22 +135,48 @@ void launch_grid(const TopKArgs& args, int blocks_per_row, int32_t* status) {
              "topk_grid_kernel launch");
 }
 
-// The synchronous launch's status array comes from the stream-ordered pool (cheap after
-// the first call, unlike cudaMalloc/cudaFree, which synchronise the device).
-// A device's default pool hands its memory back to the driver at every synchronisation
-// (release threshold 0), so each synchronous call's status array would be mapped afresh.
-// Once per device, the pool is told to keep what it has reserved (a few pages here).
-void keep_default_pool_reserved() {
+// The synchronous launch's row statuses: page-locked host memory mapped into the device's
+// address space, allocated at a device's first synchronous call (and grown for more rows),
+// kept for the process. The kernel writes each row's status straight into it, so the
+// call waits for the kernel alone (a stream synchronisation) and reads the statuses where
+// they are: no copy queued behind the kernel, no allocation or free around it. The
+// buffer is the caller's for the whole call: `lock` is held from the launch until the
+// statuses are read, so synchronous calls from several threads take turns.
+struct SyncStatus {
+  std::unique_lock<std::mutex> lock;
+  int32_t* host = nullptr;    // [rows], valid while `lock` is held
+  int32_t* device = nullptr;  // the same memory, as the kernel addresses it
+};
+
+SyncStatus sync_status(int rows) {
+  struct Kept {
+    int32_t* host = nullptr;
+    int32_t* device = nullptr;
+    int capacity = 0;
+  };
   static std::mutex mutex;
-  static std::set<int> done;
+  static std::map<int, Kept> by_device;  // under mutex
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (!done.insert(device).second) return;
-  cudaMemPool_t pool{};
-  check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
-  uint64_t keep = UINT64_MAX;
-  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  SyncStatus status{std::unique_lock<std::mutex>(mutex)};
+  Kept& kept = by_device[device];
+  if (kept.capacity < rows) {
+    if (kept.host != nullptr) check_cuda(cudaFreeHost(kept.host), "top-K status cudaFreeHost");
+    kept = Kept{};
+    void* p = nullptr;
+    // Portable: a buffer kept per device is still a host allocation every context can map.
+    check_cuda(cudaHostAlloc(&p, sizeof(int32_t) * static_cast<size_t>(rows),
+                             cudaHostAllocMapped | cudaHostAllocPortable),
+               "top-K status cudaHostAlloc");
+    kept.host = static_cast<int32_t*>(p);
+    void* d = nullptr;
+    check_cuda(cudaHostGetDevicePointer(&d, p, 0), "top-K status cudaHostGetDevicePointer");
+    kept.device = static_cast<int32_t*>(d);
+    kept.capacity = rows;
+  }
+  status.host = kept.host;
+  status.device = kept.device;
+  return status;
 }
 
 }  // namespace
@@ -187,14 +206,11 @@ void launch_topk(const TopKArgs& args, int blocks_per_row) {
   if (args.scores == nullptr || args.indices == nullptr) throw_bad_input("top-K: null scores or indices");
   if (static_cast<int64_t>(args.rows) * 8 > int64_t{0x7FFF'FFFF}) throw_bad_input("top-K: too many rows");
 
-  keep_default_pool_reserved();
-  std::unique_ptr<void, CudaFreeAsync> owned;
+  SyncStatus sync;  // the synchronous call's statuses (no lock for a caller's row_status)
   int32_t* status = args.row_status;
   if (status == nullptr) {
-    void* p = nullptr;
-    check_cuda(cudaMallocAsync(&p, sizeof(int32_t) * args.rows, nullptr), "top-K status cudaMallocAsync");
-    owned.reset(p);
-    status = static_cast<int32_t*>(p);
+    sync = sync_status(args.rows);
+    status = sync.device;
   }
   const int chosen = blocks_per_row == kTopKAutoBlocksPerRow ? auto_blocks_per_row(args) : blocks_per_row;
   switch (chosen) {
@@ -204,13 +220,11 @@ void launch_topk(const TopKArgs& args, int blocks_per_row) {
     case 8: launch_cluster<8>(args, status); break;
     default: launch_grid(args, chosen - kTopKGrid, status); break;
   }
-  if (!owned) return;
+  if (args.row_status != nullptr) return;
 
   // Synchronous use: the statuses come back and the first bad row is named.
-  std::vector<int32_t> statuses(args.rows);
-  check_cuda(cudaMemcpy(statuses.data(), status, sizeof(int32_t) * args.rows, cudaMemcpyDeviceToHost),
-             "topk_kernel");
-  check_topk_row_statuses(statuses, args.row_stride);
+  check_cuda(cudaStreamSynchronize(nullptr), "topk_kernel");
+  check_topk_row_statuses(std::vector<int32_t>(sync.host, sync.host + args.rows), args.row_stride);
 }
 
 void check_topk_row_statuses(const std::vector<int32_t>& statuses, int64_t row_stride) {
