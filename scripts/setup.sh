@@ -13,7 +13,8 @@ install_packages() {
             libgmock-dev googletest libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev liblzma-dev
             python3-matplotlib python3-numpy python3-h5py python3-hypothesis python3-venv python3-dev
             curl ca-certificates  # the pinned upstream releases: scripts/upstream.sh --fetch
-            clang libclang-rt-dev)  # clang + compiler-rt (libFuzzer, ASan): scripts/fuzz.sh
+            clang libclang-rt-dev  # clang + compiler-rt (libFuzzer, ASan): scripts/fuzz.sh
+            ccache)  # the compiler cache of scripts/compiler_cache.sh
   missing=()
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,6 +28,7 @@ install_packages() {
 }
 install_packages
 [ "${1:-}" = "--deps" ] && exit 0
+source scripts/compiler_cache.sh
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"

@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --deps
+source scripts/compiler_cache.sh
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 jobs=$(nproc)
 # Python packages of the safetensors round-trip test (tests/python), best effort. Debian's
