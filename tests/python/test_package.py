@@ -319,8 +319,9 @@ def test_python_dash_m_forwards_to_the_cli():
 
 def test_key_cache_on_64k_tokens_costs_at_most_1_2x_the_cpp_reference_alone():
     """key_cache from numpy (argument checks, copies in and out, the verdict-free path)
-    against oracle::expected_cache alone on a fresh copy of the same capture, fastest of 7
-    each. Building the capture (the inputs' one copy in: 32 MiB of keys, the 8 MiB cache)
+    against oracle::expected_cache alone on a fresh copy of the same capture, fastest of 15
+    each (on a shared 2-core machine the fastest of 7 still drew Python ratios of 1.04-1.35
+    from one build). Building the capture (the inputs' one copy in: 32 MiB of keys, the 8 MiB cache)
     is a fixed cost that the reference alone is given ready; it is timed on its own and
     allowed beside the 1.2x (on a machine whose page faults are slow it is ~20% of the
     reference's time, which got 2x faster since the bound was set)."""
@@ -336,7 +337,7 @@ def test_key_cache_on_64k_tokens_costs_at_most_1_2x_the_cpp_reference_alone():
     # already-faulted memory that a call from Python never has); the three timings
     # alternate, so a busy machine slows each alike.
     reference = python = capture_build = float("inf")
-    for _ in range(7):
+    for _ in range(15):
         reference = min(reference, native.reference_seconds(i.capture("sglang-v4-fp8", rope_table=False),
                                                             recipe_json, 1))
         start = time.perf_counter()
