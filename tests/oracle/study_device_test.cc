@@ -210,6 +210,12 @@ TEST_P(DeviceStudy, SweepEqualsTheCpuSweepOnTheSameActivations) {
   EXPECT_EQ(ja.dump(), jb.dump());
   EXPECT_EQ(timings.stages.at("keys [reference]").calls, 2);
   EXPECT_EQ(timings.stages.at("topk [reference]").calls, 2);
+  // The key stage's traffic: each token's fp32 input (the kernel takes fp32) and stored
+  // row, and the RoPE row pair (2 x 32 fp32) of each distinct position; a context's
+  // positions are 0..n-1, all distinct.
+  const ref::StorageFormat format = ref::preset(GetParam()).key_quant.format;
+  const double row = ref::value_bytes_per_head(format) + ref::scale_bytes_per_head(format);
+  EXPECT_DOUBLE_EQ(timings.stages.at("keys [reference]").bytes, (300 + 700) * (128 * 4 + row + 2 * 32 * 4));
 }
 
 TEST_P(DeviceStudy, NeedleEqualsTheCpuNeedleOnTheSameActivations) {
@@ -250,6 +256,18 @@ TEST_P(DeviceStudy, NeedleEqualsTheCpuNeedleOnTheSameActivations) {
   ASSERT_GT(reachable, static_cast<int64_t>(batched_trials.size()));  // some batch holds several cases
   EXPECT_EQ(timings.stages.at("logits [reference]").calls, 2 * static_cast<int64_t>(batched_trials.size()));
   EXPECT_EQ(timings.stages.at("topk [reference]").calls, static_cast<int64_t>(batched_trials.size()));
+  // Each key call stores the 400-token context and, for each of its trial's planted cases,
+  // the page holding the needle again (kNeedlePageSize tokens) (DeviceSequence::plant_keys), at positions
+  // the context already has: every token's input and row count, the RoPE row pairs only
+  // once a position, so what is left past the context's 400 is whole pages of tokens.
+  const ref::StorageFormat format = ref::preset(GetParam()).key_quant.format;
+  const double token = 128 * 4 + ref::value_bytes_per_head(format) + ref::scale_bytes_per_head(format);
+  const StageTiming& keys = timings.stages.at("keys [reference]");
+  const double planted = (keys.bytes - static_cast<double>(keys.calls) * 400 * (token + 2 * 32 * 4)) / token;
+  constexpr double kPage = kNeedlePageSize;
+  EXPECT_EQ(planted, kPage * std::round(planted / kPage));
+  EXPECT_GE(planted, kPage);
+  EXPECT_LE(planted, kPage * static_cast<double>(b.cases.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Recipes, DeviceStudy, ::testing::Values("sglang-v4-fp8", "dsv32-ref", "sglang-v4-bf16"));
