@@ -44,7 +44,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "conformance/adapter_support.cuh"
 
@@ -72,18 +71,15 @@ namespace {
 using namespace dsaf::conformance;
 constexpr int kIndexTopK = 2048;
 
-// The longest row, as vLLM's host knows it (attn_metadata.max_seq_len): the launchers
-// size their paths by it.
-[[maybe_unused]] int max_length(const dsaf_topk_args_v1* a, int* out) {
-  std::vector<int32_t> lengths(static_cast<size_t>(a->rows));
-  if (check(cudaMemcpy(lengths.data(), a->valid_lengths, lengths.size() * sizeof(int32_t), cudaMemcpyDeviceToHost),
-            "cudaMemcpy") != 0) {
-    return 1;
-  }
-  int longest = 0;
-  for (const int32_t n : lengths) longest = std::max(longest, static_cast<int>(n));
-  *out = longest;
-  return 0;
+// The bound on a row's length the launchers are sized by. vLLM's host passes
+// attn_metadata.max_seq_len, which the ABI does not carry; the row stride bounds every
+// row's length (the ABI's contract), and under CUDA graphs vLLM passes such a static bound
+// too. The kernels clamp each row's length on the device (sampled_topk_kernel to
+// min(length, max_length), persistent_topk_kernel to min(length, stride, max_seq_len)),
+// so a looser bound changes only what a launch provisions, never a row's length, and the
+// call needs no copy of the lengths to the host.
+[[maybe_unused]] int host_length_bound(const dsaf_topk_args_v1* a) {
+  return static_cast<int>(std::min<int64_t>(a->row_stride, INT32_MAX));
 }
 
 [[maybe_unused]] int device_attribute(cudaDeviceAttr attribute, int* value) {
@@ -212,20 +208,17 @@ constexpr int kTopKArg = kIndexTopK;
 const char* const kName = "vllm " DSAF_UPSTREAM_VERSION " sampled_topk_kernel<2048>";
 
 // persistent_topk() for > 64 rows with max_seq_len >= kMinSampledLength: grid rows,
-// block kThreads, dynamic shared memory FILTERED_TOPK_SMEM_DYNAMIC, max_length =
-// min(max_seq_len, row width).
+// block kThreads, dynamic shared memory FILTERED_TOPK_SMEM_DYNAMIC, max_length = the
+// host's bound (host_length_bound).
 int run(const dsaf_topk_args_v1* a) {
-  int longest = 0;
-  if (max_length(a, &longest) != 0) return 1;
   auto kernel = vllm::sampled_topk::sampled_topk_kernel<kIndexTopK>;
   constexpr size_t smem = vllm::filtered_topk::FILTERED_TOPK_SMEM_DYNAMIC;
   if (check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
             "cudaFuncSetAttribute") != 0) {
     return 1;
   }
-  const int width = static_cast<int>(std::min<int64_t>(a->row_stride, INT32_MAX));
   kernel<<<a->rows, vllm::sampled_topk::kThreads, smem>>>(a->scores, a->valid_lengths, a->indices, a->row_stride,
-                                                          std::min(longest, width));
+                                                          host_length_bound(a));
   return check(cudaGetLastError(), "sampled_topk_kernel");
 }
 
@@ -249,8 +242,9 @@ void (*persistent_kernel())(P::PersistentTopKParams) {
 // memory per block and chunk size from the row stride, groups of ctas_per_group CTAs per
 // row, as many groups as stay resident, row states zeroed before the launch.
 int run(const dsaf_topk_args_v1* a) {
-  int longest = 0, num_sms = 0, max_smem = 0;
-  if (max_length(a, &longest) != 0 || device_attribute(cudaDevAttrMultiProcessorCount, &num_sms) != 0 ||
+  const int length_bound = host_length_bound(a);
+  int num_sms = 0, max_smem = 0;
+  if (device_attribute(cudaDevAttrMultiProcessorCount, &num_sms) != 0 ||
       device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, &max_smem) != 0) {
     return 1;
   }
@@ -285,7 +279,7 @@ int run(const dsaf_topk_args_v1* a) {
     return 1;
   }
   occupancy = std::max(occupancy, 1);
-  const bool needs_cooperative = static_cast<uint32_t>(longest) > P::RADIX_THRESHOLD;
+  const bool needs_cooperative = static_cast<uint32_t>(length_bound) > P::RADIX_THRESHOLD;
   const uint32_t hw_resident_cap = static_cast<uint32_t>(num_sms) * static_cast<uint32_t>(occupancy);
   uint32_t max_resident = hw_resident_cap;
   if (needs_cooperative) {
@@ -313,7 +307,7 @@ int run(const dsaf_topk_args_v1* a) {
   params.chunk_size = chunk;
   params.row_states = reinterpret_cast<P::RadixRowState*>(states);
   params.ctas_per_group = ctas_per_group;
-  params.max_seq_len = static_cast<uint32_t>(longest);
+  params.max_seq_len = static_cast<uint32_t>(length_bound);
   if (check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
             "cudaFuncSetAttribute") != 0) {
     return 1;
@@ -328,8 +322,10 @@ int topk(const dsaf_topk_args_v1* a) {
   if (kTopKArg != 0 && a->k != kTopKArg) return fail(std::string(kName) + ": built for K = 2048 only");
   if (a->rows < 0) return fail("vllm-topk: negative row count");
   if (a->rows == 0) return 0;
-  if (run(a) != 0) return 1;
-  return check(cudaDeviceSynchronize(), kName);
+  // Returns once the launch is queued, as vLLM's launchers do and every other adapter's
+  // call: a launch error is reported here, a fault in the kernel by the caller's next
+  // synchronisation.
+  return run(a);
 }
 
 dsaf_kernel_v2 make_table() { return set_ties_topk_table(kName, kTopKArg, &topk); }

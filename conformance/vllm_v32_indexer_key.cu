@@ -135,8 +135,8 @@ int key_store(const dsaf_key_store_args_v2* a) {
   vllm::indexer_k_quant_and_cache_kernel<__nv_bfloat16, uint8_t, vllm::Fp8KVCacheDataType::kFp8E4M3>
       <<<grid, block>>>(keys, a->cache, slots, kHeadDim, /*quant_block_size=*/kHeadDim, a->page_size,
                         static_cast<int64_t>(a->page_size) * kBytesPerToken, use_ue8m0, /*use_mx_scale=*/false);
-  if (check(cudaGetLastError(), "indexer_k_quant_and_cache_kernel") != 0) return 1;
-  return check(cudaDeviceSynchronize(), "vllm-v32-indexer-key");
+  // Returns once queued (docs/upstream.md: calls are stream-ordered on the default stream).
+  return check(cudaGetLastError(), "indexer_k_quant_and_cache_kernel");
 }
 
 dsaf_kernel_v2 make_table() {
