@@ -257,9 +257,9 @@ TEST_P(DeviceStudy, NeedleEqualsTheCpuNeedleOnTheSameActivations) {
   EXPECT_EQ(timings.stages.at("logits [reference]").calls, 2 * static_cast<int64_t>(batched_trials.size()));
   EXPECT_EQ(timings.stages.at("topk [reference]").calls, static_cast<int64_t>(batched_trials.size()));
   // Each key call stores the 400-token context and, for each of its trial's planted cases,
-  // the page holding the needle again (kNeedlePageSize tokens) (DeviceSequence::plant_keys), at positions
-  // the context already has: every token's input and row count, the RoPE row pairs only
-  // once a position, so what is left past the context's 400 is whole pages of tokens.
+  // the kNeedlePageSize-token page holding the needle again (DeviceSequence::plant_keys),
+  // at positions the context already has: every token's input and row count, the RoPE
+  // row pairs only once a position, so what is left past the context's 400 is whole pages.
   const ref::StorageFormat format = ref::preset(GetParam()).key_quant.format;
   const double token = 128 * 4 + ref::value_bytes_per_head(format) + ref::scale_bytes_per_head(format);
   const StageTiming& keys = timings.stages.at("keys [reference]");
