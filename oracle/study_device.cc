@@ -150,18 +150,14 @@ auto timed(StudyTimings* timings, const char* stage, const dev::KernelUnderTest&
   return out;
 }
 
-// The RoPE table's bytes a key or query call must read: its cos and sin rows (32 fp32
-// each) at every distinct position among its tokens. The table is an input of the call
+// The RoPE table's bytes a key or query call must read per distinct position among its
+// tokens: the position's cos and sin rows, 32 fp32 each. The table is an input of the call
 // (KeyStoreArgs::rope_cos/rope_sin), arbitrary bytes a kernel cannot recompute, and tokens
 // that share a position may share its rows, so a batch of distinct positions (one
 // sequence) reads one row pair a token and a batched prefill whose sequences repeat
-// positions reads each pair once.
-double rope_rows_bytes(std::vector<int32_t> positions) {
-  constexpr double kRowPairBytes = 2 * 32 * sizeof(float);
-  std::sort(positions.begin(), positions.end());
-  const auto distinct = std::unique(positions.begin(), positions.end()) - positions.begin();
-  return static_cast<double>(distinct) * kRowPairBytes;
-}
+// positions reads each pair once. The distinct count is the tokens less
+// dev::repeated_positions_of (the study's positions are never negative).
+constexpr double kRopeRowPairBytes = 2 * 32 * sizeof(float);
 
 }  // namespace
 
@@ -373,7 +369,8 @@ std::vector<uint8_t> DeviceSequence::store(std::vector<uint8_t> cache, const std
     b.repeated_positions = dev::repeated_positions_of(b.positions);  // the study knows its batch
     b.cache = std::move(cache);
     const double bytes =
-        static_cast<double>(count) * (kHeadDim * (b.bf16 ? 2 : 4) + row_bytes) + rope_rows_bytes(b.positions);
+        static_cast<double>(count) * (kHeadDim * (b.bf16 ? 2 : 4) + row_bytes) +
+        static_cast<double>(count - b.repeated_positions) * kRopeRowPairBytes;
     cache = timed(timings_, "keys", kernel, bytes, [&] { return kernel.key_store(b); });
   }
   return cache;
@@ -448,7 +445,8 @@ dev::HostQueryResult DeviceSequence::queries(const std::vector<int64_t>& input_t
   const int out_bytes = ref::value_bytes_per_head(recipe_.query_quant.format) +
                         ref::scale_bytes_per_head(recipe_.query_quant.format) + 4;
   const double bytes =
-      static_cast<double>(b.num_tokens) * H * (kHeadDim * 2 + 4 + out_bytes) + rope_rows_bytes(b.positions);
+      static_cast<double>(b.num_tokens) * H * (kHeadDim * 2 + 4 + out_bytes) +
+      static_cast<double>(b.num_tokens - dev::repeated_positions_of(b.positions)) * kRopeRowPairBytes;
   return timed(timings_, "queries", kernel, bytes, [&] { return kernel.query_quant(b); });
 }
 
