@@ -9,6 +9,9 @@
 // top-K also "builtin:async" and "builtin:by-index:async": our top-K as the studies call
 // it, the rows' statuses written to a device array and checked after the timed calls,
 // where the ABI's call waits for the kernel to check them before it returns.
+// RECIPE is a preset's name, or a recipe's in the file DSAF_PEER_RECIPE_FILE names (a
+// recipe file as `dsa-fidelity recipes --json` writes it, e.g. the conformance recipes
+// under which an upstream key kernel is byte-exact: scripts/conformance_report.py recipes).
 // Key-store calls repeat one batch: our table keeps its tile order from one call to the
 // next when the positions are the same (device/plugins/abi_kernels.cuh).
 // DSAF_PEER_NEW_POSITIONS=1 alternates two batches of the same tokens, the first 64 in
@@ -42,6 +45,7 @@
 #include "reference/error.h"
 #include "reference/numeric/minifloat.h"
 #include "reference/recipe.h"
+#include "reference/recipe_json.h"
 #include "reference/rope.h"
 
 namespace {
@@ -126,8 +130,18 @@ std::string case_json(const Kernel& k, float ms, double bytes, double copy_gbps,
   return line;
 }
 
-std::string bench_key(const std::string& recipe_name, const std::vector<Kernel>& kernels, double copy_gbps) {
-  const ref::Recipe& recipe = ref::preset(recipe_name);
+// The key stage's recipe: the one named in DSAF_PEER_RECIPE_FILE when that is set and holds
+// it, else the preset of that name; dsaf::Error(kBadInput) when neither does.
+ref::Recipe key_recipe(const std::string& name) {
+  if (const char* file = std::getenv("DSAF_PEER_RECIPE_FILE"); file != nullptr && *file != '\0') {
+    for (ref::Recipe& r : ref::load_recipe_file(file))
+      if (r.name == name) return std::move(r);
+  }
+  return ref::preset(name);
+}
+
+std::string bench_key(const ref::Recipe& recipe, const std::vector<Kernel>& kernels, double copy_gbps) {
+  const std::string& recipe_name = recipe.name;
   const int seq_len = bench::key_sequence_length(kTokens, kPage);  // batch_shape.h
   if (seq_len < 0) std::exit(2);
   const int token_bytes = ref::cache_bytes_per_token(recipe.key_quant.format);
@@ -345,8 +359,9 @@ int main(int argc, char** argv) {
   const std::string out = argv[1], stage = argv[2];
   const int first_kernel = stage == "key" ? 4 : stage == "topk" ? 6 : argc;
   if (first_kernel >= argc) return usage(argv[0]);
+  ref::Recipe recipe;
   try {
-    if (stage == "key") (void)ref::preset(argv[3]);
+    if (stage == "key") recipe = key_recipe(argv[3]);
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
@@ -358,7 +373,7 @@ int main(int argc, char** argv) {
   const double copy_gbps = bench::copy_bandwidth_gbps();
   std::string body;
   if (stage == "key") {
-    body = bench_key(argv[3], kernels, copy_gbps);
+    body = bench_key(recipe, kernels, copy_gbps);
   } else {
     const int rows = std::atoi(argv[3]), length = std::atoi(argv[4]), k = std::atoi(argv[5]);
     if (rows < 1 || length < 1 || k < 1 || k > length) return usage(argv[0]);

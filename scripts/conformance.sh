@@ -8,7 +8,10 @@
 # BUILD_DIR: a tree configured by scripts/gpu_host.sh (default build-gpu); RESULTS_DIR
 # (default $OUT/conformance, or bench/results/conformance): every verify JSON and text,
 # peer JSON, ncu CSV, and conformance.md (copy it to docs/conformance.md).
-# DSAF_CONFORMANCE_CASES: verify tokens per run (default 10000). DSAF_CONFORMANCE_PARTS:
+# DSAF_CONFORMANCE_PREBUILT=1: BUILD_DIR already holds dsa-fidelity, peer_bench and every
+# adapter, built on another machine for this GPU (an offline host without the upstream
+# tree): no build and no check of .deps/upstream; a capture script then reads the one
+# upstream file it names under $DSAF_UPSTREAM_ROOT/src. DSAF_CONFORMANCE_CASES: verify tokens per run (default 10000). DSAF_CONFORMANCE_PARTS:
 # which of "verify captures peers ncu" to run (default all four; the report is written from
 # whatever RESULTS_DIR holds, so parts may run in separate calls). "captures" runs the
 # manifest's capture scripts (upstream Triton kernels, with the host's torch and Triton)
@@ -24,11 +27,18 @@ report=scripts/conformance_report.py
 mkdir -p "$results"
 results=$(cd "$results" && pwd)  # absolute: the PyTorch baselines run from bench/
 export PATH=/usr/local/cuda/bin:$PATH
-scripts/upstream.sh --check || exit 2
-cmake --build "$build" -j"$(nproc)" --target dsa_fidelity dsaf_upstream_adapters peer_bench \
-  > "$results/build.log" 2>&1 || { tail -30 "$results/build.log"; exit 2; }
 cli=$build/cli/dsa-fidelity
 lib() { echo "$build/conformance/libdsaf_upstream_$1.so"; }
+if [ "${DSAF_CONFORMANCE_PREBUILT:-0}" = 1 ]; then
+  for f in "$cli" "$build/bench/peer_bench" \
+           $(python3 "$report" runs "$manifest" | awk '{print $1}' | sort -u | while read -r a; do lib "$a"; done); do
+    [ -e "$f" ] || { echo "conformance.sh: DSAF_CONFORMANCE_PREBUILT=1 but $f is missing" >&2; exit 2; }
+  done
+else
+  scripts/upstream.sh --check || exit 2
+  cmake --build "$build" -j"$(nproc)" --target dsa_fidelity dsaf_upstream_adapters peer_bench \
+    > "$results/build.log" 2>&1 || { tail -30 "$results/build.log"; exit 2; }
+fi
 kernel_of() { [ "$1" = builtin ] && echo builtin || lib "$1"; }
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -91,21 +101,27 @@ fi
 # peers: the ABI-call times (events) of every line, then PyTorch eager on the same shapes,
 # then the kernels alone under ncu (3 calls each: one untimed, two timed).
 python3 "$report" peers "$manifest" > "$results/peers.txt"
-peer_line() {  # sets name and argv (peer_bench's arguments after OUT.json) from one line
-  local stage=$1 x
-  shift
+# peer_line MODE LINE...: sets name and argv (peer_bench's arguments after OUT.json) from one
+# line. Ours: `builtin`, what verify runs, first (the reference); for top-K under events also
+# `builtin:by-index:async`, the call that does what the adapters' calls do (the report's
+# ratios are to it). Under ncu top-K is `builtin:by-index` alone: by score and by index are
+# one kernel, whose launches ncu's medians would merge.
+peer_line() {
+  local mode=$1 stage=$2 x
+  shift 2
   if [ "$stage" = key ]; then
-    name="key-$1" argv=(key "$1") && shift
+    name="key-$1" argv=(key "$1" builtin) && shift
+  elif [ "$mode" = ncu ]; then
+    name="topk-$3" argv=(topk "$1" "$2" "$3" builtin:by-index) && shift 3
   else
-    name="topk-$3" argv=(topk "$1" "$2" "$3") && shift 3
+    name="topk-$3" argv=(topk "$1" "$2" "$3" builtin builtin:by-index:async) && shift 3
   fi
-  argv+=(builtin)
   for x in "$@"; do argv+=("$(kernel_of "$x")"); done
 }
 if part peers; then
 while read -r -a line; do
-  peer_line "${line[@]}"
-  timeout 300 "$build/bench/peer_bench" "$results/peer-$name.json" "${argv[@]}" > "$results/peer-$name.txt" 2>&1
+  peer_line events "${line[@]}"
+  DSAF_PEER_RECIPE_FILE=$results/recipes.json timeout 300 "$build/bench/peer_bench" "$results/peer-$name.json" "${argv[@]}" > "$results/peer-$name.txt" 2>&1
   echo "peer $name: exit $?"; cat "$results/peer-$name.txt"
 done < "$results/peers.txt"
 for k in $(python3 -c "import json; print(' '.join(map(str, json.load(open('$manifest'))['peer_topk']['k'])))"); do
@@ -117,8 +133,8 @@ done
 fi
 if part ncu; then
   while read -r -a line; do
-    peer_line "${line[@]}"
-    DSAF_PEER_RUNS=2 timeout 300 ncu --metrics gpu__time_duration.sum --clock-control none --csv \
+    peer_line ncu "${line[@]}"
+    DSAF_PEER_RUNS=2 DSAF_PEER_RECIPE_FILE=$results/recipes.json timeout 300 ncu --metrics gpu__time_duration.sum --clock-control none --csv \
       "$build/bench/peer_bench" /tmp/ncu-peer.json "${argv[@]}" > "$results/ncu-$name.csv" 2> "$results/ncu-$name.log"
     echo "ncu $name: exit $?"
   done < "$results/peers.txt"
