@@ -46,7 +46,9 @@ same file (>= 1: the row moves its bytes as fast as a kernel that only moves the
 Upstream: per operation (key store of a recipe and batch shape; top-K of a shape) the peer
 measurement used is the last kernels-alone profile given, else the last ABI-call JSON. Its
 fastest upstream kernel that returned our result stands beside the row of the kernel
-peer_bench runs (our default schedule: the tile order + hand-out; the exact top-K); the
+peer_bench runs (our default schedule: the tile order + hand-out; the exact top-K, timed as
+the call that does what the upstream calls do where the measurement has it: by index,
+returning once queued, OURS_PREFERRED); the
 speed-up is that kernel's time over ours in the same measurement (the same process, inputs and
 timing), not over the row's own time. Kernels alone: the median of each kernel's profiled
 launches, summed over an implementation's kernels per call, the adapters' glue kernels
@@ -82,9 +84,19 @@ TOPK = "exact top-K (topk.cu)"
 # token slots, RoPE tables, decode plans, identity page tables, row tails), and the tile order
 # our key store sorts on every ABI call (device/, with CUB's radix sort). Neither is the kernel.
 ADAPTER_GLUE = ("conformance::", "<unnamed>::decode_plans_kernel", "<unnamed>::fill_tails_kernel")
-OUR_CALL_SETUP = ("dev::<unnamed>::tile_keys_kernel", "cub::DeviceRadixSort")
-# The name peer_bench gives our kernels (bench/peer_bench.cu "builtin": the default schedule).
+OUR_CALL_SETUP = ("dev::<unnamed>::tile_order_kernel", "dev::<unnamed>::tile_keys_kernel", "cub::DeviceRadixSort")
+# The names peer_bench gives our kernels (bench/peer_bench.cu: "builtin", the default
+# schedule; for top-K also "builtin:by-index" and "builtin:by-index:async"). Ours beside the
+# upstream kernels is the first of these a measurement has: the call that does what the
+# adapters' calls do (the set as positions, no final sort, returning once queued), else
+# by index, else the default (top-K by score, a call that checks every row's status).
 OURS = "builtin"
+OURS_PREFERRED = ("builtin:by-index:async", "builtin:by-index", OURS)
+
+
+def ours_of(names):
+    """The name among `names` that stands for ours (OURS_PREFERRED), or None."""
+    return next((n for n in OURS_PREFERRED if n in names), None)
 
 OPTIONS = ("--key-store", "--paged-logits", "--topk", "--cpu", "--torch-key-path", "--torch-paged-logits",
            "--torch-topk", "--peers")
@@ -428,9 +440,12 @@ def peer_json(spec, doc):
         op = ("top-K", integer(doc, "rows", where), integer(doc, "length", where), integer(doc, "k", where))
     else:
         raise InputError(f"{where}: 'stage' is neither key_store nor topk: {json.dumps(stage)}")
-    timed = [(field(c, "name", where), number(c, "ms", where), field(c, "kernel", where) == OURS,
+    cases_ = objects(field(doc, "cases", where), "'cases'", where)
+    kernels = [field(c, "kernel", where) for c in cases_]
+    ours = ours_of(kernels)
+    timed = [(field(c, "name", where), number(c, "ms", where), kernel == ours,
               c.get("same_as_first") is True and not c.get("exact_rows_wrong", 0))
-             for c in objects(field(doc, "cases", where), "'cases'", where)]
+             for c, kernel in zip(cases_, kernels) if kernel == ours or not kernel.startswith(OURS)]
     return Peer(op, spec, "abi", timed, f"no case with kernel '{OURS}' (ours) in 'cases'")
 
 
@@ -528,10 +543,12 @@ def peer_profile(spec, text, container, implicit):
     if len(segments) != len(cases_):
         raise InputError(f"{where}: {len(segments)} groups of profiled kernels for the {len(cases_)} kernels "
                          "peer_bench timed")
+    ours = ours_of([name for name, _, _ in cases_])
     timed = [(name, sum(statistics.median(v) for k, v in launches.items()
-                        if name != OURS or not k.startswith(OUR_CALL_SETUP)),
-              name == OURS, same == "true" and not int(rows_wrong or 0))
-             for (name, same, rows_wrong), launches in zip(cases_, segments)]
+                        if name != ours or not k.startswith(OUR_CALL_SETUP)),
+              name == ours, same == "true" and not int(rows_wrong or 0))
+             for (name, same, rows_wrong), launches in zip(cases_, segments)
+             if name == ours or not name.startswith(OURS)]
     return Peer(op, spec, "kernel", timed, f"no '{OURS}' line (ours) among peer_bench's lines")
 
 

@@ -564,6 +564,35 @@ def test_top_k_eager_and_upstream_of_the_same_shape():
         assert row[6] == "-", row  # no eager file given
 
 
+def test_ours_beside_the_upstream_top_k_is_the_call_that_does_what_theirs_do():
+    # peer_bench times our top-K three ways; the upstream calls return unordered sets once
+    # queued, so ours beside them is builtin:by-index:async in the ABI calls, and
+    # builtin:by-index in a profile (kernels alone), not the default by-score call.
+    copy = 4245.0
+    with tempfile.TemporaryDirectory() as d:
+        topk = topk_file(d, "topk.json", copy, [("gaussian-fp32", 0.0533, 0.1236, 0.867)])
+        abi = write(d, "peer-topk-2048.json", peer_topk_json(2048, [
+            ("builtin", "builtin", 0.0420, None, 0), ("builtin:by-index:async", "builtin", 0.0270, True, 0),
+            ("/r.so", "ragged", 0.0330, True, 0), ("/s.so", "sampled", 0.0320, True, 0)]))
+        r = run(["--topk", topk, "--peers", abi])
+        assert r.returncode == 0, r.stderr
+        row = table_rows(r.stdout)[("top-K", "gaussian-fp32", TOPK)]
+        assert row[UPSTREAM].startswith("sampled [") and \
+            row[UPSTREAM_MS:VS_UPSTREAM + 1] == ["0.0320", "0.0270", "1.19x"], row
+        ours = "void dsaf::dev::topk_select::topk_grid_kernel(dsaf::TopKArgs, int, dsaf::GridRowZeroed *, " \
+               "dsaf::GridRow *, int *)"
+        lines = [topk_line(2048, "builtin:by-index", 28.1, "null", 0), topk_line(2048, "ragged", 34.3, "true", 0)]
+        launches = [(ours, ns) for ns in (28100, 28000, 28200)] + \
+                   [("void sglang::topk_ragged_kernel<1>(sglang::TopKRaggedParams)", ns) for ns in (34300, 34000, 34500)]
+        profile = os.path.join(d, "ncu-topk-2048.csv")
+        with open(profile, "w", encoding="utf-8") as f:
+            f.write(ncu_profile(lines, launches))
+        r = run(["--topk", topk, "--peers", profile])
+        assert r.returncode == 0, r.stderr
+        row = table_rows(r.stdout)[("top-K", "gaussian-fp32", TOPK)]
+        assert row[UPSTREAM_MS:VS_UPSTREAM + 1] == ["0.0343", "0.0281", "1.22x"], row
+
+
 def test_a_top_k_time_by_index_goes_to_the_notes_where_measured():
     # topk_bench records the kernel by index (no final sort) since the order existed; an
     # older file has no such time and keeps its notes.
