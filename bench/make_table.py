@@ -511,7 +511,8 @@ def peer_profile(spec, text, container, implicit):
         if field(doc, "recipe", display(other_spec)) != op[1]:
             raise InputError(f"{display(other_spec)}: 'recipe' is not the profile's {op[1]}")
         op = key_op(op[1], integer(doc, "sequence_length", display(other_spec)))
-        if other_spec not in PRELOADED:  # a bundle's file: the bundle is named already
+        if other_spec.partition("#")[0] not in PRELOADED:  # a file of an --inputs bundle (or a member of
+            # one): the bundle is named already
             implicit.append(other_spec)
     rows = list(csv.reader(line for line in text.splitlines() if line.startswith('"')))
     header = rows[0] if rows else []
