@@ -24,6 +24,7 @@ for version in "$@"; do
   cp "$file" "$out/$name/device/topk/select.cuh"
   cp "$launcher" "$out/$name/launcher.cu"  # beside no select.cuh: the include resolves to FILE
   nvcc "${flags[@]}" -I"$out/$name" -I. -Dlaunch_topk="launch_topk_$name" -Dtopk_select="topk_select_$name" \
+    -Dcheck_topk_row_statuses="check_topk_row_statuses_$name" \
     -c "$out/$name/launcher.cu" -o "$out/$name.o" -Xptxas -v > "$out/$name.ptxas" 2>&1 &
   pids+=($!)
   objects+=("$out/$name.o")

@@ -89,9 +89,8 @@ EDITS = [
      "  int probe_passes = 0;\n  bool more = !has_nan;"),
     ("  sync_row();\n  const bool overflow = __ldcg(&z.overflow) != 0;",
      "  PROBE(12);\n  sync_row();\n  PROBE(13);\n  const bool overflow = __ldcg(&z.overflow) != 0;"),
-    ("  if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);\n}\n\n}  // namespace",
-     "  if (rank == 0 && tid == 0) status[row] = static_cast<int32_t>(result);\n  __syncthreads();\n"
-     "  PROBE(14);\n  probe_finish(probe_passes);\n}\n\n}  // namespace"),
+    ("\n}\n\n}  // namespace dsaf::dev::topk_select",  # the grid kernel's end, the file's last function
+     "\n  __syncthreads();\n  PROBE(14);\n  probe_finish(probe_passes);\n}\n\n}  // namespace dsaf::dev::topk_select"),
 ]
 
 
