@@ -46,13 +46,13 @@ same file (>= 1: the row moves its bytes as fast as a kernel that only moves the
 Upstream: per operation (key store of a recipe and batch shape; top-K of a shape) the peer
 measurement used is the last kernels-alone profile given, else the last ABI-call JSON. Its
 fastest upstream kernel that returned our result stands beside the row of the kernel
-peer_bench runs (our default schedule: the tile order + hand-out; the exact top-K, timed as
-the call that does what the upstream calls do where the measurement has it: by index,
-returning once queued, OURS_PREFERRED); the
-speed-up is that kernel's time over ours in the same measurement (the same process, inputs and
-timing), not over the row's own time. Kernels alone: the median of each kernel's profiled
-launches, summed over an implementation's kernels per call, the adapters' glue kernels
-(conformance/) and our per-call tile-order sort left out.
+peer_bench runs (our default schedule: the tile order + hand-out; the exact top-K, as the
+call that does what the upstream calls do where the measurement has it: by index, returning
+once queued; conformance_report.ours_of). The speed-up is that kernel's time over ours in
+the same measurement (the same process, inputs and timing), not over the row's own time.
+Kernels alone: the median of each kernel's profiled launches, summed over an
+implementation's kernels per call, the adapters' glue kernels (conformance/) and our key
+store's per-call tile-order kernel left out (set-up on both sides).
 
 Usage: make_table.py --key-store A.json [B.json] --paged-logits C.json --topk D.json [--cpu E.json]
                      [--torch-key-path F.json] [--torch-paged-logits G.json] [--torch-topk H.json]
@@ -69,7 +69,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-from conformance_report import kernel_name  # noqa: E402  (standard library only, as this script)
+from conformance_report import OURS, is_ours, kernel_name, ours_of  # noqa: E402  (standard library only)
 
 # The eager key path exists for these recipes only (bench/torch_key_path.py).
 TORCH_KEY_PATH = {"sglang-v4-fp8": "fp8_ms", "sglang-v4-bf16": "bf16_ms"}
@@ -81,22 +81,15 @@ TWIN = "traffic twin: these bytes, no arithmetic (key_store_bench.cu)"
 TOPK = "exact top-K (topk.cu)"
 
 # In a peer profile: kernels the adapters launch around an upstream kernel (conformance/*.cu:
-# token slots, RoPE tables, decode plans, identity page tables, row tails), and the tile order
-# our key store sorts on every ABI call (device/, with CUB's radix sort). Neither is the kernel.
-ADAPTER_GLUE = ("conformance::", "<unnamed>::decode_plans_kernel", "<unnamed>::fill_tails_kernel")
+# token slots, RoPE tables, decode plans, identity page tables, row tails, widened
+# positions), and (OUR_CALL_SETUP) our key store's per-call tile order. Neither is the kernel.
+ADAPTER_GLUE = ("conformance::", "<unnamed>::decode_plans_kernel", "<unnamed>::fill_tails_kernel",
+                "<unnamed>::widen_positions_kernel")
+# Our key store's tile order, built on the device before the key kernel on every ABI call
+# (tile_order_kernel; tile_keys_kernel and CUB's radix sort in profiles from before the
+# order cache).
 OUR_CALL_SETUP = ("dev::<unnamed>::tile_order_kernel", "dev::<unnamed>::tile_keys_kernel", "cub::DeviceRadixSort")
-# The names peer_bench gives our kernels (bench/peer_bench.cu: "builtin", the default
-# schedule; for top-K also "builtin:by-index" and "builtin:by-index:async"). Ours beside the
-# upstream kernels is the first of these a measurement has: the call that does what the
-# adapters' calls do (the set as positions, no final sort, returning once queued), else
-# by index, else the default (top-K by score, a call that checks every row's status).
-OURS = "builtin"
-OURS_PREFERRED = ("builtin:by-index:async", "builtin:by-index", OURS)
-
-
-def ours_of(names):
-    """The name among `names` that stands for ours (OURS_PREFERRED), or None."""
-    return next((n for n in OURS_PREFERRED if n in names), None)
+# Which of our calls stands beside the upstream ones: conformance_report.ours_of.
 
 OPTIONS = ("--key-store", "--paged-logits", "--topk", "--cpu", "--torch-key-path", "--torch-paged-logits",
            "--torch-topk", "--peers")
@@ -442,10 +435,12 @@ def peer_json(spec, doc):
         raise InputError(f"{where}: 'stage' is neither key_store nor topk: {json.dumps(stage)}")
     cases_ = objects(field(doc, "cases", where), "'cases'", where)
     kernels = [field(c, "kernel", where) for c in cases_]
+    if not all(isinstance(k, str) for k in kernels):
+        raise InputError(f"{where}: a case's 'kernel' is not a string")
     ours = ours_of(kernels)
     timed = [(field(c, "name", where), number(c, "ms", where), kernel == ours,
               c.get("same_as_first") is True and not c.get("exact_rows_wrong", 0))
-             for c, kernel in zip(cases_, kernels) if kernel == ours or not kernel.startswith(OURS)]
+             for c, kernel in zip(cases_, kernels) if kernel == ours or not is_ours(kernel)]
     return Peer(op, spec, "abi", timed, f"no case with kernel '{OURS}' (ours) in 'cases'")
 
 
@@ -511,8 +506,8 @@ def peer_profile(spec, text, container, implicit):
         if field(doc, "recipe", display(other_spec)) != op[1]:
             raise InputError(f"{display(other_spec)}: 'recipe' is not the profile's {op[1]}")
         op = key_op(op[1], integer(doc, "sequence_length", display(other_spec)))
-        if other_spec.partition("#")[0] not in PRELOADED:  # a file of an --inputs bundle (or a member of
-            # one): the bundle is named already
+        # A file of an --inputs bundle, or a member of one, is named by the bundle already.
+        if other_spec.partition("#")[0] not in PRELOADED:
             implicit.append(other_spec)
     rows = list(csv.reader(line for line in text.splitlines() if line.startswith('"')))
     header = rows[0] if rows else []
@@ -549,7 +544,7 @@ def peer_profile(spec, text, container, implicit):
                         if name != ours or not k.startswith(OUR_CALL_SETUP)),
               name == ours, same == "true" and not int(rows_wrong or 0))
              for (name, same, rows_wrong), launches in zip(cases_, segments)
-             if name == ours or not name.startswith(OURS)]
+             if name == ours or not is_ours(name)]
     return Peer(op, spec, "kernel", timed, f"no '{OURS}' line (ours) among peer_bench's lines")
 
 
@@ -621,7 +616,7 @@ def shape_text(op):
 def measurement_note(m):
     how = ("Kernels alone: Nsight Compute's gpu__time_duration, the median of each kernel's profiled launches, "
            "summed over an implementation's kernels per call (the adapters' glue kernels and our per-call "
-           "tile-order sort left out)" if m.method == "kernel" else
+           "tile-order set-up left out)" if m.method == "kernel" else
            "ABI calls: CUDA events around each call, the median of peer_bench's timed calls (an adapter's set-up "
            "and our per-call tile-order build included)")
     text = (f"{how}. Ours and {len(m.upstream) + len(m.wrong)} upstream kernel(s) in one peer_bench process on the "

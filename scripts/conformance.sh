@@ -11,7 +11,8 @@
 # DSAF_CONFORMANCE_PREBUILT=1: BUILD_DIR already holds dsa-fidelity, peer_bench and every
 # adapter, built on another machine for this GPU (an offline host without the upstream
 # tree): no build and no check of .deps/upstream; a capture script then reads the one
-# upstream file it names under $DSAF_UPSTREAM_ROOT/src. DSAF_CONFORMANCE_CASES: verify tokens per run (default 10000). DSAF_CONFORMANCE_PARTS:
+# upstream file it names under $DSAF_UPSTREAM_ROOT/src.
+# DSAF_CONFORMANCE_CASES: verify tokens per run (default 10000). DSAF_CONFORMANCE_PARTS:
 # which of "verify captures peers ncu" to run (default all four; the report is written from
 # whatever RESULTS_DIR holds, so parts may run in separate calls). "captures" runs the
 # manifest's capture scripts (upstream Triton kernels, with the host's torch and Triton)
@@ -30,9 +31,14 @@ export PATH=/usr/local/cuda/bin:$PATH
 cli=$build/cli/dsa-fidelity
 lib() { echo "$build/conformance/libdsaf_upstream_$1.so"; }
 if [ "${DSAF_CONFORMANCE_PREBUILT:-0}" = 1 ]; then
-  for f in "$cli" "$build/bench/peer_bench" \
-           $(python3 "$report" runs "$manifest" | awk '{print $1}' | sort -u | while read -r a; do lib "$a"; done); do
-    [ -e "$f" ] || { echo "conformance.sh: DSAF_CONFORMANCE_PREBUILT=1 but $f is missing" >&2; exit 2; }
+  adapters=$(python3 "$report" runs "$manifest" | awk '{print $1}' | sort -u) || exit 2
+  [ -n "$adapters" ] || { echo "conformance.sh: $manifest names no adapter" >&2; exit 2; }
+  mapfile -t libs < <(while read -r a; do lib "$a"; done <<< "$adapters")
+  for f in "$cli" "$build/bench/peer_bench"; do
+    [ -x "$f" ] || { echo "conformance.sh: DSAF_CONFORMANCE_PREBUILT=1 but $f is not an executable" >&2; exit 2; }
+  done
+  for f in "${libs[@]}"; do
+    [ -f "$f" ] || { echo "conformance.sh: DSAF_CONFORMANCE_PREBUILT=1 but $f is missing" >&2; exit 2; }
   done
 else
   scripts/upstream.sh --check || exit 2

@@ -190,8 +190,10 @@ OUR_KEY_KERNEL = "void key_kernel::key_store_kernel<3, 1, 0>(dev::KeyStoreArgs, 
 OUR_SETUP = ["dev::<unnamed>::tile_keys_kernel(const int *, int, int, int *, int *)",
              "void cub::DeviceRadixSortOnesweepKernel<cub::policy_hub<int, int, unsigned int>::Policy1000, 0, int, "
              "int, unsigned int, int, int, cub::identity_decomposer_t>(T7 *, T7 *, T5 *, const T5 *, T3 *, const T3 *, "
-             "T4 *, const T4 *, T6, int, int, T8)"]
+             "T4 *, const T4 *, T6, int, int, T8)",
+             "dev::<unnamed>::tile_order_kernel(dev::KeyStoreArgs, dev::KeyTileOrder)"]  # since the order cache
 GLUE = "conformance::token_slots_kernel(const int *, const int *, const int *, long, int, long *)"
+GLUE_UNNAMED = "<unnamed>::widen_positions_kernel(const int *, long, long *)"  # vllm_v32_indexer_key.cu
 
 
 # --- make_table.py and its table ------------------------------------------------------------
@@ -499,8 +501,9 @@ def test_upstream_kernels_stand_beside_the_schedule_peer_bench_times():
         ours = [133000, 132000, 132500]  # ns; median 0.1325 ms
         k1, k2, bad = [200000, 210000, 190000], [110000, 120000, 100000], [50000, 51000, 52000]
         launches = [x for ns in ours for x in [(OUR_SETUP[0], 3000), (OUR_SETUP[1], 11000), (OUR_SETUP[1], 10000),
-                                               (OUR_KEY_KERNEL, ns)]]
-        launches += [x for a, b in zip(k1, k2) for x in [(GLUE, 7000), ("void sglang::k1<1>(sglang::P)", a),
+                                               (OUR_SETUP[2], 6500), (OUR_KEY_KERNEL, ns)]]
+        launches += [x for a, b in zip(k1, k2) for x in [(GLUE, 7000), (GLUE_UNNAMED, 6000),
+                                                         ("void sglang::k1<1>(sglang::P)", a),
                                                          ("void sglang::k2<1>(sglang::P)", b)]]
         launches += [x for ns in bad for x in [(GLUE, 7000), ("void sglang::bad(sglang::P)", ns)]]
         lines = [key_line("sglang-v4-fp8", "builtin", 60.1, "null"), key_line("sglang-v4-fp8", names[0], 40.2, "true"),
@@ -579,6 +582,19 @@ def test_ours_beside_the_upstream_top_k_is_the_call_that_does_what_theirs_do():
         row = table_rows(r.stdout)[("top-K", "gaussian-fp32", TOPK)]
         assert row[UPSTREAM].startswith("sampled [") and \
             row[UPSTREAM_MS:VS_UPSTREAM + 1] == ["0.0320", "0.0270", "1.19x"], row
+        note = note_of(r.stdout, row[UPSTREAM])  # our other call is neither upstream nor left out
+        assert "Ours and 2 upstream kernel(s)" in note and "left out" not in note, note
+        # Without the async call, ours is by index, then the default.
+        for kernels, ms in ((["builtin:by-index", "builtin"], "0.0290"), (["builtin"], "0.0420")):
+            cases = [(k, "builtin", {"builtin": 0.0420, "builtin:by-index": 0.0290}[k], True, 0) for k in kernels]
+            doc = write(d, "peer-topk-2048.json", peer_topk_json(2048, cases + [("/s.so", "sampled", 0.0320, True, 0)]))
+            row = table_rows(run(["--topk", topk, "--peers", doc]).stdout)[("top-K", "gaussian-fp32", TOPK)]
+            assert row[OURS_MS] == ms, (kernels, row)
+        # A case whose kernel is not a string is a usage error, named.
+        bad = peer_topk_json(2048, [("builtin", "builtin", 0.0420, None, 0)])
+        bad["cases"][0]["kernel"] = None
+        r = run(["--topk", topk, "--peers", write(d, "peer-bad.json", bad)])
+        assert r.returncode == 2 and "peer-bad.json" in r.stderr and "'kernel'" in r.stderr, (r.returncode, r.stderr)
         ours = "void dsaf::dev::topk_select::topk_grid_kernel(dsaf::TopKArgs, int, dsaf::GridRowZeroed *, " \
                "dsaf::GridRow *, int *)"
         lines = [topk_line(2048, "builtin:by-index", 28.1, "null", 0), topk_line(2048, "ragged", 34.3, "true", 0)]
