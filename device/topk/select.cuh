@@ -799,6 +799,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
 // same composites and selection as the cluster path, so the same bits.
 constexpr int kGridSliceScores = 32768;  // a block's float4 vectors hold at most this many
 constexpr int kGridMaxBlocksPerRow = 128;
+static_assert(kBins % kGridMaxBlocksPerRow == 0, "a row's blocks zero its spare histogram in equal slices");
 constexpr int kGridBufferCapacity = 4096;  // elements in play after a pass over the keys (else the keys)
 
 struct GridSmem {
@@ -822,15 +823,19 @@ static_assert(sizeof(GridSmem) <= 227 * 1024, "sm_90's dynamic shared memory lim
 static_assert(sizeof(GridSmem::buffer) * 8 >= kGridSliceScores + 8, "mark_selection: a bit for every position");
 static_assert(kGridBufferCapacity >= kTopKMaxK, "block 0 gathers the row's selection in the buffer");
 
-// Per row, in global memory, kept from launch to launch (topk.cu). GridRowZeroed is zero
-// whenever no launch runs: zeroed when allocated, and put back to zero by the row's last
-// block to leave (every block has read all it reads of it before it leaves), so a launch
-// needs no memset. GridRow is written in the launch before it is read (block 0 zeroes the
-// later passes' histograms before the first barrier; they are added to only after it).
+// Per row, in global memory, kept from launch to launch (topk.cu). A row has two
+// GridRowZeroed sets and a word that names the one its next launch takes; that set is zero
+// whenever no launch runs, so a launch needs no memset and no block has to count itself
+// out. Both are zeroed when allocated. A launch's blocks of the row read the word before
+// their first row barrier; after it (every block has read the word, and uses only its
+// set) they zero the other set, a slice each, and block 0 points the word at it. The set
+// a launch used is left as it is until the row's next launch zeroes it. A row whose
+// length is refused (every block leaves before the barrier) touches neither. GridRow is
+// written in the launch before it is read (block 0 zeroes the later passes' histograms
+// before the first barrier; they are added to only after it).
 struct alignas(16) GridRowZeroed {
   uint32_t hist0[kBins];  // pass 0's histogram of the row
   uint32_t arrivals;      // the row's barrier: arrivals so far
-  uint32_t departures;    // blocks done with the record
   uint32_t has_nan, overflow, gathered;
 };
 struct alignas(16) GridRow {
@@ -849,13 +854,6 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
 
 __device__ __forceinline__ void add_release(uint32_t* p) {
   asm volatile("red.release.gpu.global.add.u32 [%0], 1;" : : "l"(__cvta_generic_to_global(p)) : "memory");
-}
-
-// Returns the value before the increment.
-__device__ __forceinline__ uint32_t add_acq_rel(uint32_t* p) {
-  uint32_t before;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(__cvta_generic_to_global(p)) : "memory");
-  return before;
 }
 
 // The row's blocks wait for one another: `arrivals` reaches `target` (blocks x barriers so
@@ -1006,14 +1004,16 @@ __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, uint32_t i
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    topk_grid_kernel(const TopKArgs args, int blocks_per_row, GridRowZeroed* zeroed, GridRow* rows, int32_t* status) {
+    topk_grid_kernel(const TopKArgs args, int blocks_per_row, GridRowZeroed* zeroed, uint32_t* next_set, GridRow* rows,
+                     int32_t* status) {
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   GridSmem& sm = *reinterpret_cast<GridSmem*>(smem_bytes);
   const int rank = static_cast<int>(blockIdx.x) % blocks_per_row;
   const int row = static_cast<int>(blockIdx.x) / blocks_per_row;
   const int tid = threadIdx.x;
   int32_t* out = args.indices + static_cast<int64_t>(row) * args.k;
-  GridRowZeroed& z = zeroed[row];
+  const uint32_t set = __ldcg(&next_set[row]) & 1u;  // zeroed[2 row + set] is zero (GridRowZeroed)
+  GridRowZeroed& z = zeroed[2 * row + set];
   GridRow& r = rows[row];
   uint32_t barriers = 0;
   const auto sync_row = [&] { row_barrier(&z.arrivals, ++barriers * static_cast<uint32_t>(blocks_per_row)); };
@@ -1047,6 +1047,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0 && sm.s.has_nan != 0) atomicOr(&z.has_nan, 1u);
   sync_row();
   const bool has_nan = __ldcg(&z.has_nan) != 0;
+  {  // the row's next launch takes the other set: zeroed here, a slice a block
+    GridRowZeroed& spare = zeroed[2 * row + (1u - set)];
+    const int words = kBins / blocks_per_row;  // blocks_per_row is a power of two <= kBins
+    for (int i = tid; i < words; i += kThreads) spare.hist0[rank * words + i] = 0;
+    if (rank == 0 && tid == 0) {
+      spare.arrivals = spare.has_nan = spare.overflow = spare.gathered = 0;
+      next_set[row] = 1u - set;
+    }
+  }
 
   // 1-3. The passes after pass 0 read the keys, or the buffer once pass 1 has filled it. A
   //    row with at most k valid scores is one final pass that takes all.
@@ -1124,23 +1133,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const TopKRowStatus result = row_result(has_nan, overflow, row_count, args.k, n);
   if (result == TopKRowStatus::kOk && !by_index && rank == 0) {
     for (uint32_t i = tid; i < row_count; i += kThreads) sm.buffer[i] = __ldcg(&r.selected[i]);
-  }
-  // Done with the zeroed record (every thread read the last of it before the block barrier
-  // that ends the scan above); the last block out zeroes it for the next launch, by its
-  // warp 0 (64 stores a lane; the others wait for it at write_marked's scan). The increment
-  // releases this block's reads of the record and acquires the other blocks' (acq_rel);
-  // __syncwarp orders lane 0's acquire before the warp's stores. Block 0's reads of
-  // r.selected (by score, above) are not ordered before it: GridRow is never zeroed, and
-  // the next launch writes it only after its first row barrier.
-  if (tid < 32) {
-    uint32_t before_me = 0;
-    if (tid == 0) before_me = add_acq_rel(&z.departures);
-    before_me = __shfl_sync(~0u, before_me, 0);
-    if (before_me == static_cast<uint32_t>(blocks_per_row) - 1) {
-      __syncwarp();
-      for (int i = tid; i < kBins; i += 32) z.hist0[i] = 0;
-      if (tid == 0) z.arrivals = z.departures = z.has_nan = z.overflow = z.gathered = 0;
-    }
   }
   if (result == TopKRowStatus::kOk && by_index) {
     write_marked(sm, lo, lo + count, marked, before, out);

@@ -83,14 +83,16 @@ void launch_cluster(const TopKArgs& args, int32_t* status) {
 }
 
 // The grid path's per-row records on the current device, for as many rows as its blocks
-// can be (rows x G <= the resident blocks): allocated at a device's first grid launch,
-// GridRowZeroed zeroed then, kept for the process. Every launch leaves GridRowZeroed zeroed
-// (select.cuh) and launches on stream 0, the legacy default stream (this library is not
+// can be (rows x G <= the resident blocks): allocated at a device's first grid launch, the
+// two GridRowZeroed sets of each row and the word naming the next one zeroed then, kept for
+// the process. Every launch leaves zeroed the set each of its rows takes next (select.cuh)
+// and launches on stream 0, the legacy default stream (this library is not
 // built with per-thread default streams), run one after another, so they share one set;
 // two grid launches running at once on these records would corrupt their barriers. Like
 // resident_blocks' kept attribute (launch.h), the records do not survive cudaDeviceReset.
 struct GridRecords {
-  GridRowZeroed* zeroed = nullptr;
+  GridRowZeroed* zeroed = nullptr;  // [rows][2]
+  uint32_t* next_set = nullptr;     // [rows]
   GridRow* rows = nullptr;
 };
 
@@ -104,9 +106,11 @@ GridRecords grid_records() {
   if (records.zeroed == nullptr) {
     const size_t rows = static_cast<size_t>(grid_resident_blocks());
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&records.rows), sizeof(GridRow) * rows), "top-K grid records");
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&records.zeroed), sizeof(GridRowZeroed) * rows),
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&records.zeroed), sizeof(GridRowZeroed) * 2 * rows),
                "top-K grid records");
-    check_cuda(cudaMemset(records.zeroed, 0, sizeof(GridRowZeroed) * rows), "top-K grid records");
+    check_cuda(cudaMemset(records.zeroed, 0, sizeof(GridRowZeroed) * 2 * rows), "top-K grid records");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&records.next_set), sizeof(uint32_t) * rows), "top-K grid records");
+    check_cuda(cudaMemset(records.next_set, 0, sizeof(uint32_t) * rows), "top-K grid records");
   }
   return records;
 }
@@ -128,7 +132,7 @@ void launch_grid(const TopKArgs& args, int blocks_per_row, int32_t* status) {
   GridRecords records = grid_records();
   int per_row = blocks_per_row;
   TopKArgs kernel_args = args;
-  void* params[] = {&kernel_args, &per_row, &records.zeroed, &records.rows, &status};
+  void* params[] = {&kernel_args, &per_row, &records.zeroed, &records.next_set, &records.rows, &status};
   check_cuda(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(topk_grid_kernel),
                                          dim3(static_cast<unsigned>(blocks)), dim3(kThreads), params,
                                          sizeof(GridSmem), nullptr),

@@ -572,6 +572,35 @@ TEST(TopKGpu, LengthOutsideTheRowIsBadInputAndNamed) {
   }
 }
 
+// The grid path's per-row records outlive a launch (select.cuh GridRowZeroed: two sets a
+// row, the next one named on the device). A row's record must come clean to its next
+// launch whatever happened between: launches of fewer rows (the row absent), a launch in
+// which the row's length was refused (its blocks leave before the first barrier), and the
+// other order. Each launch is checked against the reference, row by row.
+TEST(TopKGpu, GridRecordsComeCleanAcrossLaunchesOfOtherShapes) {
+  DSAF_REQUIRE_GPU();
+  std::mt19937 rng(29);
+  Batch four = make_batch(rng, 512), two = make_batch(rng, 512);
+  for (int r = 0; r < 4; ++r) {
+    const RowKind kind = kAllKinds[r % kAllKinds.size()];
+    add_row(four, make_row(rng, kind, 60000 + r), kind);
+  }
+  for (int r = 0; r < 2; ++r) add_row(two, make_row(rng, RowKind::kGaussian, 30000 + r), RowKind::kGaussian);
+  const int grid = dev::kTopKGrid + 2;
+  std::vector<int32_t> refused = {60000, 60001, -1, 60003};
+  for (int round = 0; round < 3; ++round) {
+    for (dev::TopKOrder order : kOrders) {
+      check_batch(four, grid, order);
+      check_batch(two, grid, order);  // rows 2 and 3 sit out
+      const Outcome out = run_device(four, grid, order, true, &refused);  // row 2 refused
+      EXPECT_EQ(out.status[2], static_cast<int32_t>(dev::TopKRowStatus::kBadLength));
+      for (int r : {0, 1, 3}) {
+        EXPECT_EQ(compare_row(four, r, out.indices.data() + r * four.k, grid, order), "") << "round " << round;
+      }
+    }
+  }
+}
+
 // Argument checks happen before any CUDA call: this runs without a GPU too.
 TEST(TopKGpu, RejectsUnsupportedArguments) {
   const auto expect_bad_input = [](dev::TopKArgs args, int blocks_per_row, const char* what) {
