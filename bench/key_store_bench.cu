@@ -177,7 +177,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   // The recipe and the knobs, checked before the GPU is touched.
-  std::vector<std::string> names = {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref", "dsv32-bf16"};
+  // The default cases: every store format docs/key-path-speed.md sets against its twin (the
+  // V4 fp8 / bf16 / fp4 stores, the V3.2 reference and its bf16 store, vLLM's V3.2, and the
+  // V4 reference's fp4-simulated bf16 store).
+  std::vector<std::string> names = {"sglang-v4-fp8", "sglang-v4-bf16", "sglang-v4-fp4", "dsv32-ref",
+                                    "dsv32-bf16",    "vllm-v32",       "dsv4-ref"};
   if (argc == 3) {
     try {
       if (dev::value_bytes(ref::preset(argv[2]).key_quant.format) == 0) {
