@@ -87,8 +87,8 @@ void launch_cluster(const TopKArgs& args, int32_t* status) {
 // two GridRowZeroed sets of each row and the word naming the next one zeroed then, kept for
 // the process. Every launch leaves zeroed the set each of its rows takes next (select.cuh)
 // and launches on stream 0, the legacy default stream (this library is not
-// built with per-thread default streams), run one after another, so they share one set;
-// two grid launches running at once on these records would corrupt their barriers. Like
+// built with per-thread default streams), run one after another, so they share these
+// records; two grid launches running at once on them would corrupt their barriers. Like
 // resident_blocks' kept attribute (launch.h), the records do not survive cudaDeviceReset.
 struct GridRecords {
   GridRowZeroed* zeroed = nullptr;  // [rows][2]
