@@ -273,7 +273,7 @@ def report(manifest, results):
       "Ratio: the time over ours (> 1: ours is faster), where ours is our call that does what "
       "the upstream calls do: for top-K `builtin:by-index:async` where the run has it (the set "
       "as positions, no final sort, the call returning once queued, as every adapter's does), "
-      "else `builtin`. `builtin` is what `verify` runs: top-K rows by score, and a call that "
+      "else `builtin:by-index`, else `builtin` (the column's header names it). `builtin` is what `verify` runs: top-K rows by score, and a call that "
       "waits for the kernel to check every row's status (a NaN score, a length outside the "
       "row) before it returns. Fraction: of the measured device-to-device copy bandwidth, of "
       "the bytes the stage must move. An ABI call is more than its kernel on both sides: an "

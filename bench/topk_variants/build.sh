@@ -6,7 +6,8 @@
 # version compiles device/topk/topk.cu (or LAUNCHER, that version's copy of it) with FILE
 # standing in for select.cuh (an include directory searched first), its launcher renamed
 # launch_topk_NAME, its namespace topk_select_NAME and the launcher file's other external
-# function check_topk_row_statuses_NAME, so that the objects link side by side; in parallel, from the repository root, with nvcc on PATH; sm_90a.
+# function check_topk_row_statuses_NAME, so that the objects link side by side; in
+# parallel, from the repository root, with nvcc on PATH; sm_90a.
 # $TOPK_VARIANTS_NVCC_FLAGS adds nvcc flags. A version whose kernels take other parameters
 # than the tree's topk.cu passes them needs its own LAUNCHER: the cooperative launch passes
 # its parameters untyped, so a mismatch compiles and faults on the device.

@@ -17,8 +17,9 @@ The last block to finish prints, for one launch in 25 (the 13th: within the time
 of each topk_variants configuration), each point's earliest and latest time over the
 blocks from the earliest entry, and how many blocks reached it; then clears the stamps.
 The stamps and the extra block barrier at the end cost 1-4 us of kernel time (compare the
-probe's time with its source's in the same run, and read the phases as relative). Exits with an error when an anchor below
-is missing from SRC: the kernel changed, so this script must follow it.
+probe's time with its source's in the same run, and read the phases as relative). Exits
+with an error when an anchor below is missing from SRC: the kernel changed, so this script
+must follow it.
 """
 import os
 import sys
