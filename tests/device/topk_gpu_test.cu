@@ -575,8 +575,10 @@ TEST(TopKGpu, LengthOutsideTheRowIsBadInputAndNamed) {
 // The grid path's per-row records outlive a launch (select.cuh GridRowZeroed: two sets a
 // row, the next one named on the device). A row's record must come clean to its next
 // launch whatever happened between: launches of fewer rows (the row absent), a launch in
-// which the row's length was refused (its blocks leave before the first barrier), and the
-// other order. Each launch is checked against the reference, row by row.
+// which the row's length was refused (its blocks leave before the first barrier), a launch
+// in which the row had a NaN (its set keeps the NaN flag), other blocks a row (the barrier
+// targets and the zeroing slices change with G) and the other order. Each launch is
+// checked against the reference, row by row.
 TEST(TopKGpu, GridRecordsComeCleanAcrossLaunchesOfOtherShapes) {
   DSAF_REQUIRE_GPU();
   std::mt19937 rng(29);
@@ -586,16 +588,31 @@ TEST(TopKGpu, GridRecordsComeCleanAcrossLaunchesOfOtherShapes) {
     add_row(four, make_row(rng, kind, 60000 + r), kind);
   }
   for (int r = 0; r < 2; ++r) add_row(two, make_row(rng, RowKind::kGaussian, 30000 + r), RowKind::kGaussian);
-  const int grid = dev::kTopKGrid + 2;
-  std::vector<int32_t> refused = {60000, 60001, -1, 60003};
-  for (int round = 0; round < 3; ++round) {
+  Batch nan_row = four;
+  nan_row.rows[1][12345] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<int32_t> refused = {60000, 60001, -1, 60003};
+  const int blocks[] = {2, 4, 8, 2, 8, 4};  // every change of G between the launches of a row
+  for (int round = 0; round < 6; ++round) {
+    const int grid = dev::kTopKGrid + blocks[round];
+    const std::string where = "round " + std::to_string(round) + ", " + std::to_string(blocks[round]) + " blocks a row";
     for (dev::TopKOrder order : kOrders) {
       check_batch(four, grid, order);
       check_batch(two, grid, order);  // rows 2 and 3 sit out
       const Outcome out = run_device(four, grid, order, true, &refused);  // row 2 refused
-      EXPECT_EQ(out.status[2], static_cast<int32_t>(dev::TopKRowStatus::kBadLength));
+      EXPECT_EQ(out.status[2], static_cast<int32_t>(dev::TopKRowStatus::kBadLength)) << where;
       for (int r : {0, 1, 3}) {
-        EXPECT_EQ(compare_row(four, r, out.indices.data() + r * four.k, grid, order), "") << "round " << round;
+        EXPECT_EQ(compare_row(four, r, out.indices.data() + r * four.k, grid, order), "") << where;
+      }
+      const Outcome nan = run_device(nan_row, grid, order, true);  // row 1's set keeps its NaN flag
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(nan.status[r], static_cast<int32_t>(r == 1 ? dev::TopKRowStatus::kNaN : dev::TopKRowStatus::kOk))
+            << where << ", row " << r;
+        const int32_t* got = nan.indices.data() + r * four.k;
+        if (r == 1) {
+          EXPECT_EQ(std::count(got, got + four.k, -1), four.k) << where << ": a NaN row's indices are all -1";
+        } else {
+          EXPECT_EQ(compare_row(four, r, got, grid, order), "") << where;
+        }
       }
     }
   }
