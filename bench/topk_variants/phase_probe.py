@@ -8,9 +8,9 @@ OUT goes to build.sh as a variant (`probe=OUT.cuh`). Thread 0 of every block of
 topk_grid_kernel records %globaltimer (ns, one clock for every SM) at these points:
 
      0  kernel entry                      1  pass 0 staged (before its histogram's publish)
-     2  after pass 0's row barrier        3, 5, 7, 9, 11  pass 1, 2, .. scanned
-     4, 6, 8, 10  after that pass's row barrier
-    12  before the row barrier of the selection counts, 13 after it
+     2  after pass 0's exchange           3, 5, 7, 9, 11  pass 1, 2, .. scanned
+     4, 6, 8, 10  after that pass's exchange
+    12  before the exchange of the selection counts, 13 after it
     14  output written
 
 The last block to finish prints, for one launch in 25 (the 13th: within the timed launches
@@ -70,26 +70,35 @@ __device__ void probe_finish(int passes) {
 }
 '''
 
-# (anchor in select.cuh, its replacement); each anchor must occur exactly once.
+# (anchor in select.cuh, its replacement); each anchor must occur exactly once. Both
+# exchanges are stamped: the row barriers' (G > 4) and the tagged words' (G <= 4), whose
+# point 2, 4, .. comes after the bin search that its exchange includes.
 EDITS = [
     ("constexpr int kGridSliceScores = 32768;", PROBE + "constexpr int kGridSliceScores = 32768;"),
     ("  GridSmem& sm = *reinterpret_cast<GridSmem*>(smem_bytes);\n  const int rank",
      "  GridSmem& sm = *reinterpret_cast<GridSmem*>(smem_bytes);\n  PROBE(0);\n  const int rank"),
-    ("    sm.s.overflow = 1u;\n  }\n  __syncthreads();\n  publish_hist(sm.hist, z.hist0);",
-     "    sm.s.overflow = 1u;\n  }\n  __syncthreads();\n  PROBE(1);\n  publish_hist(sm.hist, z.hist0);"),
-    ("  sync_row();\n  const bool has_nan = __ldcg(&z.has_nan) != 0;\n",
-     "  sync_row();\n  PROBE(2);\n  const bool has_nan = __ldcg(&z.has_nan) != 0;\n"),
-    ("    }\n    __syncthreads();\n    if (g.final) break;\n"
-     "    publish_hist(sm.hist, r.hist[pass - 1]);\n    sync_row();\n    find_bin_row",
-     "    }\n    __syncthreads();\n"
-     "    PROBE(min(3 + 2 * (pass - 1), 11));\n    probe_passes = pass;\n    if (g.final) break;\n"
-     "    publish_hist(sm.hist, r.hist[pass - 1]);\n    sync_row();\n    PROBE(min(4 + 2 * (pass - 1), 11));\n"
-     "    find_bin_row"),
-    ("  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false, 0};\n  bool more = !has_nan;",
-     "  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false, 0};\n"
-     "  int probe_passes = 0;\n  bool more = !has_nan;"),
-    ("  sync_row();\n  const bool overflow = __ldcg(&z.overflow) != 0;",
-     "  PROBE(12);\n  sync_row();\n  PROBE(13);\n  const bool overflow = __ldcg(&z.overflow) != 0;"),
+    ("records.slots);\n  __syncthreads();\n  Progress g{",
+     "records.slots);\n  __syncthreads();\n  PROBE(1);\n  Progress g{"),
+    ("  bool has_nan = false, more = false;\n",
+     "  bool has_nan = false, more = false;\n  int probe_passes = 0;\n"),
+    ("    find_bin_tagged<kTaggedBlocks>(row_slots(), 0, tag, g.remaining, !g.final, true, sm);\n",
+     "    find_bin_tagged<kTaggedBlocks>(row_slots(), 0, tag, g.remaining, !g.final, true, sm);\n    PROBE(2);\n"),
+    ("    sync_row();\n    has_nan = __ldcg(&z.has_nan) != 0;\n",
+     "    sync_row();\n    PROBE(2);\n    has_nan = __ldcg(&z.has_nan) != 0;\n"),
+    ("    __syncthreads();\n    if (g.final) break;\n    if constexpr (kTagged) {\n",
+     "    __syncthreads();\n    PROBE(min(3 + 2 * (pass - 1), 11));\n    probe_passes = pass;\n"
+     "    if (g.final) break;\n    if constexpr (kTagged) {\n"),
+    ("      find_bin_tagged<kTaggedBlocks>(row_slots(), pass, tag, g.remaining, true, false, sm);\n",
+     "      find_bin_tagged<kTaggedBlocks>(row_slots(), pass, tag, g.remaining, true, false, sm);\n"
+     "      PROBE(min(4 + 2 * (pass - 1), 11));\n"),
+    ("      publish_hist(sm.hist, r.hist[pass - 1]);\n      sync_row();\n",
+     "      publish_hist(sm.hist, r.hist[pass - 1]);\n      sync_row();\n      PROBE(min(4 + 2 * (pass - 1), 11));\n"),
+    ("    const uint32_t tag = make_tag(sm.epoch.epoch, kTaggedCountStage);\n",
+     "    PROBE(12);\n    const uint32_t tag = make_tag(sm.epoch.epoch, kTaggedCountStage);\n"),
+    ("    const uint32_t peer_count = word & 0x7FFF;\n",
+     "    PROBE(13);\n    const uint32_t peer_count = word & 0x7FFF;\n"),
+    ("    sync_row();\n    overflow = __ldcg(&z.overflow) != 0;",
+     "    PROBE(12);\n    sync_row();\n    PROBE(13);\n    overflow = __ldcg(&z.overflow) != 0;"),
     ("\n}\n\n}  // namespace dsaf::dev::topk_select",  # the grid kernel's end, the file's last function
      "\n  __syncthreads();\n  PROBE(14);\n  probe_finish(probe_passes);\n}\n\n}  // namespace dsaf::dev::topk_select"),
 ]

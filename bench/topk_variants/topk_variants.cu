@@ -7,7 +7,8 @@
 //
 // Shapes: [32 x 131072] (DSA decode) with Gaussian scores at K = 512 and 2048 and with the
 // same scores rounded to bf16 (ties at the threshold) at K = 2048; [16 x 131072]; [64 x
-// 131072] with valid lengths spread over [N/2, N] (a sweep's query rows); [1 x 1,048,576]
+// 131072] with valid lengths spread over [N/2, N] (a sweep's query rows); [64 x 65536]
+// (the grid path at two blocks a row); [1 x 1,048,576]
 // at K = 2048 and 512. Each at the cluster widths and grid widths ("gG", kTopKGrid + G)
 // listed; the first entry's output is the one compared with.
 // $TOPK_VARIANTS_ONLY=PREFIX runs only the shapes whose name starts with PREFIX.
@@ -68,6 +69,7 @@ int main() {
                           {"32x128K bf16 K2048", 32, 131072, 2048, true, false, {2, 0, G + 4}},
                           {"16x128K K2048", 16, 131072, 2048, false, false, {2, 0, G + 4, G + 8}},
                           {"64x128K spread K2048", 64, 131072, 2048, false, true, {2, 0}},
+                          {"64x64K K2048", 64, 65536, 2048, false, false, {0, G + 2}},
                           {"1x1M K2048", 1, 1 << 20, 2048, false, false, {8, 0, G + 32, G + 64, G + 128}},
                           {"1x1M K512", 1, 1 << 20, 512, false, false, {8, 0, G + 128}}};
   std::mt19937 rng(1);

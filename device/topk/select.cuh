@@ -16,7 +16,8 @@
 // owns the r-th contiguous slice of the row. Every pass reads the elements still "in play"
 // and each block keeps its own histogram in shared memory; the blocks read one another's
 // histograms through distributed shared memory (DSMEM; the grid path: a row histogram in
-// global memory), so every block picks the same digit. Radix select, most significant
+// global memory, or, for at most 4 blocks a row, tagged words), so every block picks the
+// same digit. Radix select, most significant
 // digit first, over the five digit fields
 //   composite bits [51:41] [40:30] [29:20] (the score) [19:10] [9:0] (the index)
 // 1. Pass 0 reads the whole row (float4 where aligned), flags NaN, histograms field 0.
@@ -795,12 +796,23 @@ __global__ void __launch_bounds__(kThreads, 1) topk_kernel(const TopKArgs args, 
 // buffer. Instead of DSMEM the row's blocks exchange through global memory: after a pass
 // each block adds its non-zero histogram bins to the row's histogram of that pass (L2
 // atomics), then a barrier of the row's blocks (an arrival counter, release/acquire), then
-// every block reads the row's histogram with ld.global.cg (L2, never a stale L1 line). The
-// same composites and selection as the cluster path, so the same bits.
+// every block reads the row's histogram with ld.global.cg (L2, never a stale L1 line); for
+// G = 2 or 4 (topk_grid_kernel<G>) each block instead publishes its histogram as tagged
+// words that the row's blocks poll ("The tagged exchange" below): no atomics, and one L2
+// round trip where the barrier and the read take three. The same composites and selection
+// as the cluster path, so the same bits.
 constexpr int kGridSliceScores = 32768;  // a block's float4 vectors hold at most this many
 constexpr int kGridMaxBlocksPerRow = 128;
 static_assert(kBins % kGridMaxBlocksPerRow == 0, "a row's blocks zero its spare histogram in equal slices");
 constexpr int kGridBufferCapacity = 4096;  // elements in play after a pass over the keys (else the keys)
+
+// The tagged exchange (below) serves G <= kTaggedMaxBlocks; its launch counter:
+constexpr int kTaggedMaxBlocks = 4;
+struct alignas(16) TaggedEpoch {  // 16 bytes: one cp.async.cg
+  uint32_t epoch;                 // 1 .. 2^29 - 1 (kEpochLimit - 1)
+  uint32_t readers;               // blocks of the running launch that have read `epoch`
+  uint32_t unused[2];
+};
 
 struct GridSmem {
   static constexpr uint32_t kBufferSlots = kGridBufferCapacity;
@@ -817,6 +829,8 @@ struct GridSmem {
   };
   Scalars s;
   uint32_t before, count;  // step 4: the selections of the lower ranks; the row's
+  TaggedEpoch epoch;       // the tagged exchange's: this launch's epoch (fetch_epoch's copy)
+  uint32_t peer_selected[kTaggedMaxBlocks];  // and step 4's selection counts of the row's blocks
   BlockScan::TempStorage scan;
 };
 static_assert(sizeof(GridSmem) <= 227 * 1024, "sm_90's dynamic shared memory limit per block");
@@ -883,6 +897,157 @@ __device__ void find_bin_row(const uint32_t* row_hist, uint32_t remaining, GridS
   const int lo = kBins - 2 - 2 * static_cast<int>(threadIdx.x);
   const uint2 pair = __ldcg(reinterpret_cast<const uint2*>(row_hist + lo));
   locate_bin(pair.y, pair.x, remaining, sm);
+}
+
+// ---- The tagged exchange (grid path, G <= kTaggedMaxBlocks) --------------------------------
+// For few blocks a row the row barrier and the row histogram's atomics are replaced by
+// self-validating words: block b publishes pass p's histogram as 1,024 64-bit words, word j
+// = tag << 32 | count(bin 2j + 1) << 16 | count(bin 2j), into its own slot, and each block
+// polls the row's words of the bins it needs until their tags are this launch's for pass
+// p. A word is one single-copy-atomic access, so a reader that sees the tag sees the counts
+// stored with it: no fence, no barrier, no atomics, no zeroing; one L2 round trip once the
+// data is there. A count fits 16 bits: a bin holds at most a slice's kGridSliceScores + 8.
+// Step 4's count word goes out with a release store and is polled with acquire loads, so a
+// by-score gather sees the selection its block wrote before it. A thread polls G words a
+// pass, so the polls' L2 traffic grows with G: past 4 blocks a row the row barrier is the
+// faster exchange (bench/results/LOG.md, runs 222-223), hence kTaggedMaxBlocks.
+//
+// Tags are epoch << 3 | stage (32 bits), the epoch a launch counter on the device
+// (TaggedEpoch, 1 .. 2^29 - 1, then 1 again) that every launch reads at its start. Every
+// block reads the epoch, then counts itself in (`readers`, a release add: the read is
+// ordered before it); the block that brings the count to gridDim.x knows every block has
+// read it and advances the epoch and clears the count for the next launch, which the
+// stream orders after this one (launches do not overlap: the records are shared, topk.cu).
+// Why a word left by an earlier launch never matches: every launch clears word (epoch mod
+// kTaggedWords) of every slot, each block its own before it publishes anything (at pass
+// 0's end, or before it leaves with a refused length), block 0 those of the slots no block
+// of the launch owns. So among any kTaggedWords consecutive
+// launches one clears a given word, and the last write to it before a launch is from one
+// of the kTaggedWords launches before (a clear, tag 0, matching nothing, or a publication
+// with an epoch in (e - kTaggedWords, e)), never one a whole cycle of 2^29 - 1 epochs back.
+constexpr int kTaggedStages = kNumFields + 1;  // a histogram for each field's pass, then step 4's count
+constexpr int kTaggedCountStage = kNumFields;
+constexpr int kHistWords = kBins / 2;          // two bins a word
+static_assert(kHistWords == kThreads, "a thread publishes one word of a histogram");
+constexpr int kTaggedWords = kNumFields * kHistWords + kTaggedStages;
+constexpr uint32_t kEpochLimit = 1u << 29;     // epochs 1 .. kEpochLimit - 1
+static_assert(kTaggedWords < kEpochLimit - 1, "every word is cleared within a cycle of epochs");
+static_assert(kGridSliceScores + 8 < (1 << 16), "a bin's count fits 16 bits");
+static_assert(kTopKMaxK < (1 << 15), "a block's selection count and its overflow bit fit 16 bits");
+
+struct alignas(16) TaggedSlot {       // one per resident block of the grid (blockIdx.x)
+  uint64_t words[kTaggedWords];       // pass p's histogram: [p kHistWords + j]; stage s's flag word: [kNumFields kHistWords + s]
+  uint64_t selected[kTopKMaxK];       // by score: this block's selection, written before its count word
+};
+
+__device__ __forceinline__ uint64_t* hist_word(TaggedSlot& slot, int pass, int j) { return &slot.words[pass * kHistWords + j]; }
+__device__ __forceinline__ uint64_t* flag_word(TaggedSlot& slot, int stage) {
+  return &slot.words[kNumFields * kHistWords + stage];
+}
+__device__ __forceinline__ uint32_t make_tag(uint32_t epoch, int stage) { return epoch << 3 | static_cast<uint32_t>(stage); }
+
+__device__ __forceinline__ uint64_t load_relaxed(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(__cvta_generic_to_global(p)) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t load_acquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(__cvta_generic_to_global(p)) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_relaxed(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" : : "l"(__cvta_generic_to_global(p)), "l"(v) : "memory");
+}
+__device__ __forceinline__ void store_release(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" : : "l"(__cvta_generic_to_global(p)), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t tagged(uint32_t tag, uint32_t payload) { return uint64_t{tag} << 32 | payload; }
+
+// A flag word's payload once its tag is `tag` (kAcquire: later reads see what its writer
+// wrote before its release).
+template <bool kAcquire>
+__device__ __forceinline__ uint32_t await_word(const uint64_t* p, uint32_t tag) {
+  uint64_t v;
+  do {
+    v = kAcquire ? load_acquire(p) : load_relaxed(p);
+  } while (static_cast<uint32_t>(v >> 32) != tag);
+  return static_cast<uint32_t>(v);
+}
+
+// The epoch's steps, each by thread 0 unless said. fetch_epoch (at the start): an
+// asynchronous copy of the epoch word into shared memory (.cg: from L2), so that no
+// register waits on it through pass 0. count_in (before the block publishes anything, or
+// before it leaves): the epoch from that copy, the block counted in, and the sweep's clear
+// of word (epoch mod kTaggedWords) in the block's slot; returns `readers` before the add.
+// advance_epoch: by the block that counted in last. clear_unowned (every thread of block 0,
+// after count_in and a block barrier): the same word in the slots no block of the grid owns.
+__device__ __forceinline__ void fetch_epoch(const TaggedEpoch* e, TaggedEpoch* copy) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n\tcp.async.commit_group;"
+               : : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(copy))), "l"(__cvta_generic_to_global(e))
+               : "memory");
+}
+__device__ uint32_t count_in(TaggedEpoch* e, TaggedEpoch* copy, TaggedSlot* slots) {
+  asm volatile("cp.async.wait_all;" : : : "memory");
+  const uint32_t epoch = copy->epoch;
+  uint32_t before;
+  asm volatile("atom.release.gpu.global.add.u32 %0, [%1], 1;"
+               : "=r"(before) : "l"(__cvta_generic_to_global(&e->readers)) : "memory");
+  store_relaxed(&slots[blockIdx.x].words[epoch % kTaggedWords], 0);
+  return before;
+}
+__device__ void advance_epoch(TaggedEpoch* e, uint32_t epoch, uint32_t before) {
+  if (before == gridDim.x - 1) {  // every block has read the epoch: the next launch takes the next one
+    e->readers = 0;
+    e->epoch = epoch + 1 == kEpochLimit ? 1u : epoch + 1;
+  }
+}
+__device__ void clear_unowned(uint32_t epoch, TaggedSlot* slots, int slot_count) {
+  const int b = static_cast<int>(gridDim.x + threadIdx.x);
+  if (blockIdx.x == 0 && b < slot_count) store_relaxed(&slots[b].words[epoch % kTaggedWords], 0);
+}
+
+// Publishes this block's histogram of pass `pass` and (thread 0) its flag word.
+__device__ void publish_tagged(const uint32_t* hist, uint32_t flag, TaggedSlot& mine, int pass, uint32_t tag) {
+  const int j = threadIdx.x;
+  store_relaxed(hist_word(mine, pass, j), tagged(tag, hist[2 * j + 1] << 16 | hist[2 * j]));
+  if (threadIdx.x == 0) store_relaxed(flag_word(mine, pass), tagged(tag, flag));
+}
+
+// locate_bin over the row's kBlocks blocks' tagged histograms of pass `pass` (with
+// `locate`); with `flags`, the OR of their flag words of the pass into sm.s.has_nan. Ends
+// with a block barrier. A thread issues the loads of all its words at once and polls again
+// only those whose tags were not yet this pass's.
+template <int kBlocks, class Sm>
+__device__ void find_bin_tagged(TaggedSlot* row_slots, int pass, uint32_t tag, uint32_t remaining, bool locate,
+                                bool flags, Sm& sm) {
+  const int j = kHistWords - 1 - static_cast<int>(threadIdx.x);  // bins lo = 2j and hi = 2j + 1 (locate_bin's)
+  uint32_t n_hi = 0, n_lo = 0;
+  uint32_t pending = locate ? (1u << kBlocks) - 1 : 0u;
+  while (pending != 0) {
+    uint64_t v[kBlocks];
+#pragma unroll
+    for (int r = 0; r < kBlocks; ++r) {
+      if ((pending >> r & 1u) != 0) v[r] = load_relaxed(hist_word(row_slots[r], pass, j));
+    }
+#pragma unroll
+    for (int r = 0; r < kBlocks; ++r) {
+      if ((pending >> r & 1u) != 0 && static_cast<uint32_t>(v[r] >> 32) == tag) {
+        n_lo += static_cast<uint32_t>(v[r]) & 0xFFFF;
+        n_hi += static_cast<uint32_t>(v[r]) >> 16;
+        pending &= ~(1u << r);
+      }
+    }
+  }
+  if (flags && static_cast<int>(threadIdx.x) < kBlocks &&
+      await_word<false>(flag_word(row_slots[threadIdx.x], pass), tag) != 0) {
+    sm.s.has_nan = 1u;
+  }
+  if (locate) {
+    locate_bin(n_hi, n_lo, remaining, sm);  // ends with a block barrier
+  } else {
+    __syncthreads();
+  }
 }
 
 // Pass 0: the slice's order keys into sm.keys (position lo + j at j) and its field-0
@@ -1003,35 +1168,66 @@ __device__ void scan_keys(int lo, int count, const Plan<uint64_t>& p, uint32_t i
   }
 }
 
+// The grid kernel's records, kept from launch to launch (topk.cu): the row barriers'
+// (GridRowZeroed, GridRow) and the tagged exchange's (TaggedSlot, TaggedEpoch).
+struct GridRecordsArgs {
+  GridRowZeroed* zeroed;  // [rows][2]
+  uint32_t* next_set;     // [rows]
+  GridRow* rows;          // [rows]
+  TaggedSlot* slots;      // [slot_count]: one a resident block
+  int slot_count;
+  TaggedEpoch* epoch;
+};
+
+// kTaggedBlocks: 0, the row barriers (any G); else the tagged exchange, for G = kTaggedBlocks
+// (2 or 4) blocks a row.
+template <int kTaggedBlocks>
 __global__ void __launch_bounds__(kThreads, 1)
-    topk_grid_kernel(const TopKArgs args, int blocks_per_row, GridRowZeroed* zeroed, uint32_t* next_set, GridRow* rows,
-                     int32_t* status) {
+    topk_grid_kernel(const TopKArgs args, int blocks_per_row, GridRecordsArgs records, int32_t* status) {
+  constexpr bool kTagged = kTaggedBlocks != 0;
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   GridSmem& sm = *reinterpret_cast<GridSmem*>(smem_bytes);
   const int rank = static_cast<int>(blockIdx.x) % blocks_per_row;
   const int row = static_cast<int>(blockIdx.x) / blocks_per_row;
   const int tid = threadIdx.x;
   int32_t* out = args.indices + static_cast<int64_t>(row) * args.k;
-  const uint32_t set = __ldcg(&next_set[row]) & 1u;  // zeroed[2 row + set] is zero (GridRowZeroed)
-  GridRowZeroed& z = zeroed[2 * row + set];
-  GridRow& r = rows[row];
+  // The row barriers' records (kTagged: unused).
+  const uint32_t set = kTagged ? 0u : __ldcg(&records.next_set[row]) & 1u;  // zeroed[2 row + set] is zero
+  GridRowZeroed& z = records.zeroed[kTagged ? 0 : 2 * row + set];
+  GridRow& r = records.rows[kTagged ? 0 : row];
   uint32_t barriers = 0;
   const auto sync_row = [&] { row_barrier(&z.arrivals, ++barriers * static_cast<uint32_t>(blocks_per_row)); };
+  // The tagged exchange's slots, this row's and this block's (formed where used from the
+  // kernel's parameters, so that no register holds them through the passes).
+  const auto row_slots = [&] { return records.slots + (blockIdx.x & ~static_cast<unsigned>(kTaggedBlocks - 1)); };
+  const auto mine = [&]() -> TaggedSlot& { return records.slots[blockIdx.x]; };
+  if constexpr (kTagged) {
+    if (tid == 0) fetch_epoch(records.epoch, &sm.epoch);
+  }
 
-  // 0. Length check: every block of the row leaves before the first barrier.
+  // 0. Length check: every block of the row leaves before the first barrier (a tagged
+  //    launch's block counted in first).
   const int n = checked_length(args, row, rank, out, status);
-  if (n < 0) return;
+  if (n < 0) {
+    if constexpr (kTagged) {
+      if (tid == 0) {
+        const uint32_t before = count_in(records.epoch, &sm.epoch, records.slots);
+        advance_epoch(records.epoch, sm.epoch.epoch, before);
+      }
+      __syncthreads();
+      clear_unowned(sm.epoch.epoch, records.slots, records.slot_count);
+    }
+    return;
+  }
   const Slice slice = make_slice(args.scores + static_cast<int64_t>(row) * args.row_stride, n, rank, blocks_per_row);
   const int lo = slice.begin();
   const int count = static_cast<int>(slice.count);  // positions [lo, lo + count)
-  if (tid == 0) {
-    sm.s = Scalars{};
-    sm.before = 0;
-  }
-  if (rank == 0) {
+  if (tid == 0) sm.s = Scalars{};
+  if (!kTagged && rank == 0) {
     for (int i = tid; i < (kNumFields - 1) * kBins; i += kThreads) (&r.hist[0][0])[i] = 0;
   }
   for (int i = tid; i < kBins; i += kThreads) sm.hist[i] = 0;
+  if (tid == 0) sm.before = 0;
   __syncthreads();
 
   // Pass 0: stage the slice, histogram field 0. A slice past the keys' room would be the
@@ -1042,30 +1238,46 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else if (tid == 0) {
     sm.s.overflow = 1u;
   }
+  uint32_t readers_before = 0;
+  if (kTagged && tid == 0) readers_before = count_in(records.epoch, &sm.epoch, records.slots);
   __syncthreads();
-  publish_hist(sm.hist, z.hist0);
-  if (tid == 0 && sm.s.has_nan != 0) atomicOr(&z.has_nan, 1u);
-  sync_row();
-  const bool has_nan = __ldcg(&z.has_nan) != 0;
-  {  // the row's next launch takes the other set: zeroed here, a slice a block
-    GridRowZeroed& spare = zeroed[2 * row + (1u - set)];
-    const int words = kBins / blocks_per_row;  // blocks_per_row is a power of two <= kBins
-    for (int i = tid; i < words; i += kThreads) spare.hist0[rank * words + i] = 0;
-    if (rank == 0 && tid == 0) {
-      spare.arrivals = spare.has_nan = spare.overflow = spare.gathered = 0;
-      next_set[row] = 1u - set;
+  Progress g{static_cast<uint32_t>(min(args.k, n)), n <= args.k, static_cast<uint32_t>(count), false, 0};
+  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false, 0};
+  bool has_nan = false, more = false;
+  if constexpr (kTagged) {
+    clear_unowned(sm.epoch.epoch, records.slots, records.slot_count);
+    const uint32_t tag = make_tag(sm.epoch.epoch, 0);
+    publish_tagged(sm.hist, sm.s.has_nan, mine(), 0, tag);
+    // A row that is one final pass needs no bin (sm.s.bin stays 0: every bin in range); a
+    // NaN row's search is harmless.
+    find_bin_tagged<kTaggedBlocks>(row_slots(), 0, tag, g.remaining, !g.final, true, sm);
+    if (tid == 0) advance_epoch(records.epoch, sm.epoch.epoch, readers_before);  // its add has long returned
+    has_nan = sm.s.has_nan != 0;
+    more = !has_nan;
+    if (more && !g.final) more = narrow_plan(plan, g, sm.hist, sm);
+  } else {
+    publish_hist(sm.hist, z.hist0);
+    if (tid == 0 && sm.s.has_nan != 0) atomicOr(&z.has_nan, 1u);
+    sync_row();
+    has_nan = __ldcg(&z.has_nan) != 0;
+    {  // the row's next launch takes the other set: zeroed here, a slice a block
+      GridRowZeroed& spare = records.zeroed[2 * row + (1u - set)];
+      const int words = kBins / blocks_per_row;  // blocks_per_row is a power of two <= kBins
+      for (int i = tid; i < words; i += kThreads) spare.hist0[rank * words + i] = 0;
+      if (rank == 0 && tid == 0) {
+        spare.arrivals = spare.has_nan = spare.overflow = spare.gathered = 0;
+        records.next_set[row] = 1u - set;
+      }
+    }
+    more = !has_nan;
+    if (more && !g.final) {
+      find_bin_row(z.hist0, g.remaining, sm);
+      more = narrow_plan(plan, g, sm.hist, sm);
     }
   }
 
   // 1-3. The passes after pass 0 read the keys, or the buffer once pass 1 has filled it. A
   //    row with at most k valid scores is one final pass that takes all.
-  Progress g{static_cast<uint32_t>(min(args.k, n)), n <= args.k, static_cast<uint32_t>(count), false, 0};
-  Plan<uint64_t> plan{0, 0, 0, 0, field(0).shift, (1u << field(0).width) - 1, false, 0};
-  bool more = !has_nan;
-  if (more && !g.final) {
-    find_bin_row(z.hist0, g.remaining, sm);
-    more = narrow_plan(plan, g, sm.hist, sm);
-  }
   for (int pass = 1; more; ++pass) {
     // A pass over the keys: how many it selects or counts (scan_keys), this block's bins of
     // the last histogram at or above the chosen one (all of them when the first pass is
@@ -1095,9 +1307,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncthreads();
     if (g.final) break;
-    publish_hist(sm.hist, r.hist[pass - 1]);
-    sync_row();
-    find_bin_row(r.hist[pass - 1], g.remaining, sm);
+    if constexpr (kTagged) {
+      const uint32_t tag = make_tag(sm.epoch.epoch, pass);
+      publish_tagged(sm.hist, 0u, mine(), pass, tag);
+      find_bin_tagged<kTaggedBlocks>(row_slots(), pass, tag, g.remaining, true, false, sm);
+    } else {
+      publish_hist(sm.hist, r.hist[pass - 1]);
+      sync_row();
+      find_bin_row(r.hist[pass - 1], g.remaining, sm);
+    }
     more = narrow_plan(plan, g, sm.hist, sm);
   }
 
@@ -1105,26 +1323,54 @@ __global__ void __launch_bounds__(kThreads, 1)
   //    gathered there for block 0. By index, the block marks its selection first.
   const bool by_index = args.order == TopKOrder::kByIndex;
   const uint32_t marked = by_index && !has_nan ? mark_selection(sm, lo, lo + count) : 0u;
-  if (!has_nan && tid == 0) {
+  bool overflow = false;
+  if constexpr (kTagged) {
+    // The count word (release: by score, the selection written before it; a NaN row
+    // publishes nothing, as its blocks all know the verdict).
     const uint32_t selected = sm.s.selected_count;
-    r.selected_count[rank] = selected;
-    bool overflow = sm.s.overflow != 0 || selected > static_cast<uint32_t>(kTopKMaxK);
-    if (!overflow && !by_index) {
-      sm.before = atomicAdd(&z.gathered, selected);  // this block's slots in r.selected
-      overflow = sm.before + selected > static_cast<uint32_t>(kTopKMaxK);
+    const bool own_overflow = sm.s.overflow != 0 || selected > static_cast<uint32_t>(kTopKMaxK);
+    if (!has_nan && !by_index && !own_overflow) {
+      for (uint32_t i = tid; i < selected; i += kThreads) mine().selected[i] = sm.selected[i];
     }
-    if (overflow) atomicOr(&z.overflow, 1u);
-  }
-  __syncthreads();
-  if (!has_nan && !by_index && sm.before + sm.s.selected_count <= static_cast<uint32_t>(kTopKMaxK)) {
-    for (uint32_t i = tid; i < sm.s.selected_count; i += kThreads) r.selected[sm.before + i] = sm.selected[i];
-  }
-  sync_row();
-  const bool overflow = __ldcg(&z.overflow) != 0;
-  {
-    const uint32_t mine = !has_nan && tid < blocks_per_row ? __ldcg(&r.selected_count[tid]) : 0u;
+    __syncthreads();
+    const uint32_t tag = make_tag(sm.epoch.epoch, kTaggedCountStage);
+    if (!has_nan && tid == 0) {
+      store_release(flag_word(mine(), kTaggedCountStage),
+                    tagged(tag, own_overflow ? 1u << 15 : min(selected, static_cast<uint32_t>(kTopKMaxK))));
+    }
+    uint32_t word = 0;
+    if (!has_nan && tid < blocks_per_row) word = await_word<true>(flag_word(row_slots()[tid], kTaggedCountStage), tag);
+    if (tid == 0) sm.s.overflow = 0;
+    __syncthreads();
+    if ((word >> 15) != 0) sm.s.overflow = 1u;
+    const uint32_t peer_count = word & 0x7FFF;
+    if (tid < blocks_per_row) sm.peer_selected[tid] = peer_count;
     uint32_t below = 0, total = 0;
-    BlockScan(sm.scan).ExclusiveSum(mine, below, total);
+    BlockScan(sm.scan).ExclusiveSum(peer_count, below, total);
+    if (tid == rank) sm.before = below;
+    if (tid == 0) sm.count = total;
+    __syncthreads();
+    overflow = sm.s.overflow != 0;
+  } else {
+    if (!has_nan && tid == 0) {
+      const uint32_t selected = sm.s.selected_count;
+      r.selected_count[rank] = selected;
+      bool own_overflow = sm.s.overflow != 0 || selected > static_cast<uint32_t>(kTopKMaxK);
+      if (!own_overflow && !by_index) {
+        sm.before = atomicAdd(&z.gathered, selected);  // this block's slots in r.selected
+        own_overflow = sm.before + selected > static_cast<uint32_t>(kTopKMaxK);
+      }
+      if (own_overflow) atomicOr(&z.overflow, 1u);
+    }
+    __syncthreads();
+    if (!has_nan && !by_index && sm.before + sm.s.selected_count <= static_cast<uint32_t>(kTopKMaxK)) {
+      for (uint32_t i = tid; i < sm.s.selected_count; i += kThreads) r.selected[sm.before + i] = sm.selected[i];
+    }
+    sync_row();
+    overflow = __ldcg(&z.overflow) != 0;
+    const uint32_t peer_count = !has_nan && tid < blocks_per_row ? __ldcg(&r.selected_count[tid]) : 0u;
+    uint32_t below = 0, total = 0;
+    BlockScan(sm.scan).ExclusiveSum(peer_count, below, total);
     if (tid == rank) sm.before = below;
     if (tid == 0) sm.count = total;
     __syncthreads();
@@ -1132,7 +1378,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t before = sm.before, row_count = sm.count;
   const TopKRowStatus result = row_result(has_nan, overflow, row_count, args.k, n);
   if (result == TopKRowStatus::kOk && !by_index && rank == 0) {
-    for (uint32_t i = tid; i < row_count; i += kThreads) sm.buffer[i] = __ldcg(&r.selected[i]);
+    if constexpr (kTagged) {
+      // The row's selections, rank by rank, from the blocks' slots (their count words
+      // acquired above); the loads of all ranks in flight at once.
+      uint32_t at = 0;
+#pragma unroll
+      for (int b = 0; b < kTaggedBlocks; ++b) {
+        const uint32_t c = sm.peer_selected[b];
+        for (uint32_t i = tid; i < c; i += kThreads) sm.buffer[at + i] = __ldcg(&row_slots()[b].selected[i]);
+        at += c;
+      }
+    } else {
+      for (uint32_t i = tid; i < row_count; i += kThreads) sm.buffer[i] = __ldcg(&r.selected[i]);
+    }
   }
   if (result == TopKRowStatus::kOk && by_index) {
     write_marked(sm, lo, lo + count, marked, before, out);

@@ -29,7 +29,9 @@ int grid_min_blocks(int64_t row_stride) {
 }
 
 int grid_resident_blocks() {
-  return resident_blocks(topk_grid_kernel, kThreads, sizeof(GridSmem), "topk_grid_kernel");
+  return std::min({resident_blocks(topk_grid_kernel<0>, kThreads, sizeof(GridSmem), "topk_grid_kernel"),
+                   resident_blocks(topk_grid_kernel<2>, kThreads, sizeof(GridSmem), "topk_grid_kernel<2>"),
+                   resident_blocks(topk_grid_kernel<4>, kThreads, sizeof(GridSmem), "topk_grid_kernel<4>")});
 }
 
 // Blocks per row when the caller leaves it open. Rows of 65,536 scores or more whose grid
@@ -90,11 +92,9 @@ void launch_cluster(const TopKArgs& args, int32_t* status) {
 // built with per-thread default streams), run one after another, so they share these
 // records; two grid launches running at once on them would corrupt their barriers. Like
 // resident_blocks' kept attribute (launch.h), the records do not survive cudaDeviceReset.
-struct GridRecords {
-  GridRowZeroed* zeroed = nullptr;  // [rows][2]
-  uint32_t* next_set = nullptr;     // [rows]
-  GridRow* rows = nullptr;
-};
+// The tagged exchange's slots (one a resident block, zeroed) and its epoch (1) likewise:
+// allocated with the rest, each launch leaving the epoch at the next launch's.
+using GridRecords = GridRecordsArgs;
 
 GridRecords grid_records() {
   static std::mutex mutex;
@@ -111,11 +111,18 @@ GridRecords grid_records() {
     check_cuda(cudaMemset(records.zeroed, 0, sizeof(GridRowZeroed) * 2 * rows), "top-K grid records");
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&records.next_set), sizeof(uint32_t) * rows), "top-K grid records");
     check_cuda(cudaMemset(records.next_set, 0, sizeof(uint32_t) * rows), "top-K grid records");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&records.slots), sizeof(TaggedSlot) * rows), "top-K grid records");
+    check_cuda(cudaMemset(records.slots, 0, sizeof(TaggedSlot) * rows), "top-K grid records");
+    records.slot_count = static_cast<int>(rows);
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&records.epoch), sizeof(TaggedEpoch)), "top-K grid records");
+    const TaggedEpoch first{1, 0};
+    check_cuda(cudaMemcpy(records.epoch, &first, sizeof(first), cudaMemcpyHostToDevice), "top-K grid records");
   }
   return records;
 }
 
-// G blocks a row in one cooperative grid, every block resident at once.
+// G blocks a row in one cooperative grid, every block resident at once; for G = 2 or 4 the
+// kernel whose blocks exchange tagged words (select.cuh).
 void launch_grid(const TopKArgs& args, int blocks_per_row, int32_t* status) {
   const int min_blocks = grid_min_blocks(args.row_stride);
   if (min_blocks == 0 || blocks_per_row < min_blocks) {
@@ -132,8 +139,11 @@ void launch_grid(const TopKArgs& args, int blocks_per_row, int32_t* status) {
   GridRecords records = grid_records();
   int per_row = blocks_per_row;
   TopKArgs kernel_args = args;
-  void* params[] = {&kernel_args, &per_row, &records.zeroed, &records.next_set, &records.rows, &status};
-  check_cuda(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(topk_grid_kernel),
+  void* params[] = {&kernel_args, &per_row, &records, &status};
+  const void* kernel = blocks_per_row == 2   ? reinterpret_cast<const void*>(topk_grid_kernel<2>)
+                       : blocks_per_row == 4 ? reinterpret_cast<const void*>(topk_grid_kernel<4>)
+                                             : reinterpret_cast<const void*>(topk_grid_kernel<0>);
+  check_cuda(cudaLaunchCooperativeKernel(kernel,
                                          dim3(static_cast<unsigned>(blocks)), dim3(kThreads), params,
                                          sizeof(GridSmem), nullptr),
              "topk_grid_kernel launch");

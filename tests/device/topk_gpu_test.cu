@@ -572,13 +572,15 @@ TEST(TopKGpu, LengthOutsideTheRowIsBadInputAndNamed) {
   }
 }
 
-// The grid path's per-row records outlive a launch (select.cuh GridRowZeroed: two sets a
-// row, the next one named on the device). A row's record must come clean to its next
-// launch whatever happened between: launches of fewer rows (the row absent), a launch in
-// which the row's length was refused (its blocks leave before the first barrier), a launch
-// in which the row had a NaN (its set keeps the NaN flag), other blocks a row (the barrier
-// targets and the zeroing slices change with G) and the other order. Each launch is
-// checked against the reference, row by row.
+// The grid path's records outlive a launch (select.cuh: for G = 8, GridRowZeroed, two sets
+// a row, the next one named on the device; for G = 2 and 4 the tagged exchange's slots,
+// whose words must never match a later launch's tags, and its epoch). A row's records must
+// come clean to its next launch whatever happened between: launches of fewer rows (the row
+// absent, its blocks' slots another row's), a launch in which the row's length was refused
+// (its blocks leave before the first barrier), a launch in which the row had a NaN (its set
+// keeps the NaN flag), other blocks a row (the barrier targets, the zeroing slices and the
+// exchange change with G) and the other order. Each launch is checked against the
+// reference, row by row.
 TEST(TopKGpu, GridRecordsComeCleanAcrossLaunchesOfOtherShapes) {
   DSAF_REQUIRE_GPU();
   std::mt19937 rng(29);
