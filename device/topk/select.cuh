@@ -921,30 +921,38 @@ __device__ void find_bin_row(const uint32_t* row_hist, uint32_t remaining, GridS
 // Why a word left by an earlier launch never matches: every launch clears word (epoch mod
 // kTaggedWords) of every slot, each block its own before it publishes anything (at pass
 // 0's end, or before it leaves with a refused length), block 0 those of the slots no block
-// of the launch owns. So among any kTaggedWords consecutive
-// launches one clears a given word, and the last write to it before a launch is from one
-// of the kTaggedWords launches before (a clear, tag 0, matching nothing, or a publication
-// with an epoch in (e - kTaggedWords, e)), never one a whole cycle of 2^29 - 1 epochs back.
+// of the launch owns. Consecutive launches take consecutive epochs, so among any
+// kTaggedWords consecutive launches (2 kTaggedWords across the wrap, where the residues
+// jump) one clears a given word: the last write to a word before a launch is from at most
+// 2 kTaggedWords launches back (a clear, tag 0, matching nothing, or a publication whose
+// epoch is not this launch's), never from a whole cycle of 2^29 - 1 epochs back, the only
+// distance at which an epoch repeats.
 constexpr int kTaggedStages = kNumFields + 1;  // a histogram for each field's pass, then step 4's count
 constexpr int kTaggedCountStage = kNumFields;
 constexpr int kHistWords = kBins / 2;          // two bins a word
 static_assert(kHistWords == kThreads, "a thread publishes one word of a histogram");
 constexpr int kTaggedWords = kNumFields * kHistWords + kTaggedStages;
 constexpr uint32_t kEpochLimit = 1u << 29;     // epochs 1 .. kEpochLimit - 1
-static_assert(kTaggedWords < kEpochLimit - 1, "every word is cleared within a cycle of epochs");
+static_assert(2 * kTaggedWords < kEpochLimit - 1, "every word is cleared within a cycle of epochs");
 static_assert(kGridSliceScores + 8 < (1 << 16), "a bin's count fits 16 bits");
 static_assert(kTopKMaxK < (1 << 15), "a block's selection count and its overflow bit fit 16 bits");
 
-struct alignas(16) TaggedSlot {       // one per resident block of the grid (blockIdx.x)
-  uint64_t words[kTaggedWords];       // pass p's histogram: [p kHistWords + j]; stage s's flag word: [kNumFields kHistWords + s]
-  uint64_t selected[kTopKMaxK];       // by score: this block's selection, written before its count word
+// One per resident block of the grid (blockIdx.x). words: pass p's histogram at
+// [p kHistWords + j], stage s's flag word at [kNumFields kHistWords + s].
+struct alignas(16) TaggedSlot {
+  uint64_t words[kTaggedWords];
+  uint64_t selected[kTopKMaxK];  // by score: this block's selection, written before its count word
 };
 
-__device__ __forceinline__ uint64_t* hist_word(TaggedSlot& slot, int pass, int j) { return &slot.words[pass * kHistWords + j]; }
+__device__ __forceinline__ uint64_t* hist_word(TaggedSlot& slot, int pass, int j) {
+  return &slot.words[pass * kHistWords + j];
+}
 __device__ __forceinline__ uint64_t* flag_word(TaggedSlot& slot, int stage) {
   return &slot.words[kNumFields * kHistWords + stage];
 }
-__device__ __forceinline__ uint32_t make_tag(uint32_t epoch, int stage) { return epoch << 3 | static_cast<uint32_t>(stage); }
+__device__ __forceinline__ uint32_t make_tag(uint32_t epoch, int stage) {
+  return epoch << 3 | static_cast<uint32_t>(stage);
+}
 
 __device__ __forceinline__ uint64_t load_relaxed(const uint64_t* p) {
   uint64_t v;
