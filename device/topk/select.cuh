@@ -910,7 +910,7 @@ __device__ void find_bin_row(const uint32_t* row_hist, uint32_t remaining, GridS
 // Step 4's count word goes out with a release store and is polled with acquire loads, so a
 // by-score gather sees the selection its block wrote before it. A thread polls G words a
 // pass, so the polls' L2 traffic grows with G: past 4 blocks a row the row barrier is the
-// faster exchange (bench/results/LOG.md, runs 222-223), hence kTaggedMaxBlocks.
+// faster exchange (measured: docs/key-path-speed.md, top-K), hence kTaggedMaxBlocks.
 //
 // Tags are epoch << 3 | stage (32 bits), the epoch a launch counter on the device
 // (TaggedEpoch, 1 .. 2^29 - 1, then 1 again) that every launch reads at its start. Every

@@ -28,10 +28,20 @@ int grid_min_blocks(int64_t row_stride) {
   return 0;
 }
 
-int grid_resident_blocks() {
-  return std::min({resident_blocks(topk_grid_kernel<0>, kThreads, sizeof(GridSmem), "topk_grid_kernel"),
-                   resident_blocks(topk_grid_kernel<2>, kThreads, sizeof(GridSmem), "topk_grid_kernel<2>"),
-                   resident_blocks(topk_grid_kernel<4>, kThreads, sizeof(GridSmem), "topk_grid_kernel<4>")});
+// The grid kernel for G blocks a row: the tagged exchange's for G = 2 and 4
+// (kTaggedMaxBlocks), the row barriers' otherwise.
+static_assert(kTaggedMaxBlocks == 4, "grid_kernel instantiates the tagged exchange for G = 2 and 4");
+using GridKernel = void (*)(TopKArgs, int, GridRecordsArgs, int32_t*);
+GridKernel grid_kernel(int blocks_per_row) {
+  return blocks_per_row == 2 ? topk_grid_kernel<2> : blocks_per_row == 4 ? topk_grid_kernel<4> : topk_grid_kernel<0>;
+}
+
+int grid_resident_blocks() {  // every variant: the launcher may take any of them
+  int blocks = resident_blocks(grid_kernel(1), kThreads, sizeof(GridSmem), "topk_grid_kernel");
+  for (int g = 2; g <= kTaggedMaxBlocks; g *= 2) {
+    blocks = std::min(blocks, resident_blocks(grid_kernel(g), kThreads, sizeof(GridSmem), "topk_grid_kernel"));
+  }
+  return blocks;
 }
 
 // Blocks per row when the caller leaves it open. Rows of 65,536 scores or more whose grid
@@ -140,10 +150,7 @@ void launch_grid(const TopKArgs& args, int blocks_per_row, int32_t* status) {
   int per_row = blocks_per_row;
   TopKArgs kernel_args = args;
   void* params[] = {&kernel_args, &per_row, &records, &status};
-  const void* kernel = blocks_per_row == 2   ? reinterpret_cast<const void*>(topk_grid_kernel<2>)
-                       : blocks_per_row == 4 ? reinterpret_cast<const void*>(topk_grid_kernel<4>)
-                                             : reinterpret_cast<const void*>(topk_grid_kernel<0>);
-  check_cuda(cudaLaunchCooperativeKernel(kernel,
+  check_cuda(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_kernel(blocks_per_row)),
                                          dim3(static_cast<unsigned>(blocks)), dim3(kThreads), params,
                                          sizeof(GridSmem), nullptr),
              "topk_grid_kernel launch");
