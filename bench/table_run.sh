@@ -13,6 +13,9 @@
 # The conformance run's capture reads one upstream file under $DSAF_UPSTREAM_ROOT/src
 # (default .deps/upstream; scripts/conformance.sh). $PARTS: "gpu", "cpu" or both (the
 # default); the bundle and the table are made from whatever OUT_DIR holds.
+# (scripts/gpu_check.sh's bench part builds on the host and times one shape, without the
+# conformance run and the CPU job; the Debian packages are unpacked as scripts/gpu_host.sh
+# does, without its GoogleTest build, which nothing here needs.)
 set -uo pipefail
 B=$(cd "$1" && pwd) run=$2
 O=${3:-${OUT:-/tmp/out}/table}; mkdir -p "$O"
@@ -40,7 +43,6 @@ DSAF_CONFORMANCE_PREBUILT=1 DSAF_UPSTREAM_ROOT=${DSAF_UPSTREAM_ROOT:-$repo/.deps
 fi
 if [[ " ${PARTS:-gpu cpu} " == *" cpu "* ]]; then
 say "CPU job, one core, alternating"
-: > "$O/cpu-rounds.txt"
 for i in 1 2 3; do
   taskset -c 3 $B/bench/reference_bench --benchmark_filter='BM_KeyPathScoresTop512/1/real_time' --benchmark_format=json > "$O/cpu-ref-$i.json" 2> "$O/cpu-ref-$i.log"
   (cd bench && taskset -c 3 python3 torch_key_path.py --cpu 1 > "$O/cpu-torch-$i.json" 2>> "$O/cpu-torch.log")
